@@ -1,0 +1,127 @@
+"""Typed configs: YAML mappings -> dataclasses, strictly.
+
+Components declare their options as dataclasses; :func:`from_dict` converts a plain mapping
+(from YAML or the command line) into one. An unknown key or a value of the wrong type is a
+:class:`~pointrix_lite.errors.ConfigError` naming the full key path and the valid keys, so a
+typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar, Union
+
+from .errors import ConfigError
+
+T = TypeVar("T")
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def convert(tp: Any, value: Any, key_path: str) -> Any:
+    """Convert ``value`` to the annotated type ``tp`` or raise a ConfigError naming ``key_path``."""
+    if tp is Any:
+        return value
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return convert(arg, value, key_path)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(f"{key_path}: expected {_type_name(tp)}, got {value!r}")
+    if origin is typing.Literal:
+        if value in args:
+            return value
+        raise ConfigError(f"{key_path}: expected one of {', '.join(map(repr, args))}, got {value!r}")
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key_path}: expected a mapping, got {value!r}")
+        return from_dict(tp, value, key_path)
+    if origin in (list, tuple, typing.Sequence) or tp in (list, tuple):
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key_path}: expected a list, got {value!r}")
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(args) != len(value):
+                raise ConfigError(f"{key_path}: expected {len(args)} values, got {len(value)}")
+            return tuple(convert(a, v, f"{key_path}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+        item = args[0] if args else Any
+        out = [convert(item, v, f"{key_path}[{i}]") for i, v in enumerate(value)]
+        return tuple(out) if origin is tuple or tp is tuple else out
+    if origin in (dict, Mapping) or tp is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key_path}: expected a mapping, got {value!r}")
+        vt = args[1] if len(args) == 2 else Any
+        return {k: convert(vt, v, f"{key_path}.{k}") for k, v in value.items()}
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key_path}: expected true/false, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ConfigError(f"{key_path}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{key_path}: expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)  # YAML reads `name: 001` as 1; a path or name is still meant
+        raise ConfigError(f"{key_path}: expected a string, got {value!r}")
+    if isinstance(tp, type) and isinstance(value, tp):
+        return value
+    raise ConfigError(f"{key_path}: expected {_type_name(tp)}, got {value!r}")
+
+
+def from_dict(cls: type[T], data: Mapping[str, Any] | None, key_path: str = "") -> T:
+    """Build dataclass ``cls`` from ``data``; missing keys keep their defaults.
+
+    Raises:
+        ConfigError: unknown key (with the valid keys and the closest match), wrong type, or a
+            required field that is missing.
+    """
+    data = dict(data or {})
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    prefix = f"{key_path}." if key_path else ""
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), fields, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{prefix}{key}: unknown key{hint}; valid keys: {', '.join(fields)}")
+        kwargs[key] = convert(hints[key], value, f"{prefix}{key}")
+    for name, f in fields.items():
+        if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{prefix}{name}: required key is missing")
+    return cls(**kwargs)
+
+
+def to_dict(obj: Any) -> Any:
+    """Dataclass (possibly nested) -> plain YAML-serialisable data."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, Mapping):
+        return {k: to_dict(v) for k, v in obj.items()}
+    return obj
