@@ -1,0 +1,93 @@
+"""Structural similarity (SSIM) with a separable Gaussian window.
+
+Two border conventions, because the two references we match disagree:
+
+- ``padding="valid"`` keeps only the SSIM-map pixels whose whole window lies inside the image.
+  This equals scikit-image's ``structural_similarity(gaussian_weights=True, sigma=1.5,
+  use_sample_covariance=False, data_range=1)``: skimage filters with a reflected border but
+  then crops ``(win_size - 1) // 2`` pixels from every side, which removes exactly the pixels
+  the reflection touched (its window radius is ``int(3.5 * sigma + 0.5) = 5``, win_size 11).
+  Use it for reported metrics.
+- ``padding="same"`` zero-pads by ``window_size // 2`` like INRIA 3DGS's training loss, so
+  every pixel (borders included) gets a gradient. Use it for the loss.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+_C1_FACTOR = 0.01
+_C2_FACTOR = 0.03
+
+
+def gaussian_window_1d(window_size: int, sigma: float, device: torch.device | None = None) -> Tensor:
+    """Normalised 1-D Gaussian taps ``[window_size]`` centred on the middle tap (float32)."""
+    x = torch.arange(window_size, dtype=torch.float64, device=device) - (window_size - 1) / 2.0
+    g = torch.exp(-(x**2) / (2.0 * sigma**2))
+    return (g / g.sum()).float()
+
+
+def _blur(x: Tensor, g: Tensor, pad: int) -> Tensor:
+    """Depthwise separable Gaussian blur of ``x [B,M,H,W]`` (zero padding ``pad``)."""
+    m = x.shape[1]
+    k = g.numel()
+    x = F.conv2d(x, g.view(1, 1, k, 1).expand(m, 1, k, 1), padding=(pad, 0), groups=m)
+    return F.conv2d(x, g.view(1, 1, 1, k).expand(m, 1, 1, k), padding=(0, pad), groups=m)
+
+
+def ssim_map(
+    img1: Tensor,
+    img2: Tensor,
+    padding: Literal["valid", "same"] = "valid",
+    window_size: int = 11,
+    sigma: float = 1.5,
+    data_range: float = 1.0,
+) -> Tensor:
+    """Per-pixel SSIM.
+
+    Args:
+        img1, img2: Images ``[B,H,W,C]`` (channels last, as the renderer outputs).
+        padding: ``"valid"`` (skimage-compatible) or ``"same"`` (INRIA 3DGS loss), see module doc.
+        window_size: Gaussian window taps per axis.
+        sigma: Gaussian standard deviation in pixels.
+        data_range: Value range of the images (1 for [0,1] images).
+
+    Returns:
+        SSIM map ``[B,C,H',W']`` with ``H' = H - window_size + 1`` for "valid", ``H`` for "same".
+    """
+    if img1.shape != img2.shape or img1.dim() != 4:
+        raise ValueError(f"ssim expects two [B,H,W,C] images of equal shape, got {tuple(img1.shape)} and {tuple(img2.shape)}")
+    if padding == "valid" and min(img1.shape[1:3]) < window_size:
+        raise ValueError(f"ssim padding='valid' needs images of at least {window_size}x{window_size}, got {tuple(img1.shape[1:3])}")
+    x = img1.permute(0, 3, 1, 2).float()
+    y = img2.permute(0, 3, 1, 2).float()
+    c = x.shape[1]
+    g = gaussian_window_1d(window_size, sigma, x.device)
+    pad = window_size // 2 if padding == "same" else 0
+    # One grouped conv for all five moments: the blur dominates the cost of a training step's loss.
+    moments = _blur(torch.cat([x, y, x * x, y * y, x * y], dim=1), g, pad)
+    mu_x, mu_y, e_xx, e_yy, e_xy = moments.split(c, dim=1)
+    mu_xx, mu_yy, mu_xy = mu_x * mu_x, mu_y * mu_y, mu_x * mu_y
+    var_x, var_y, cov_xy = e_xx - mu_xx, e_yy - mu_yy, e_xy - mu_xy
+    c1 = (_C1_FACTOR * data_range) ** 2
+    c2 = (_C2_FACTOR * data_range) ** 2
+    return ((2 * mu_xy + c1) * (2 * cov_xy + c2)) / ((mu_xx + mu_yy + c1) * (var_x + var_y + c2))
+
+
+def ssim(
+    img1: Tensor,
+    img2: Tensor,
+    padding: Literal["valid", "same"] = "valid",
+    window_size: int = 11,
+    sigma: float = 1.5,
+    data_range: float = 1.0,
+) -> Tensor:
+    """Mean SSIM over images of the per-image mean SSIM (all images have the same size, so this
+    is the mean of the whole map). Inputs ``[B,H,W,C]`` or ``[H,W,C]``; returns a scalar tensor."""
+    if img1.dim() == 3:
+        img1, img2 = img1[None], img2[None]
+    return ssim_map(img1, img2, padding, window_size, sigma, data_range).mean()

@@ -1,0 +1,265 @@
+"""The 3D Gaussian model: raw parameters, activations, loss/metrics, optimizer and schedule."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from ..errors import CheckpointError
+from ..registry import MODELS
+from .optimizer import LearningRates, build_adam, exponential_lr
+
+PARAM_NAMES = ("means", "scales", "quats", "opacities", "sh0", "shN")
+
+
+def num_sh_bases(sh_degree: int) -> int:
+    """K = (degree + 1)^2 SH coefficients per colour channel."""
+    return (sh_degree + 1) ** 2
+
+
+@MODELS.register()
+class GaussianModel(nn.Module):
+    """3D Gaussians stored pre-activation, named as gsplat names them.
+
+    ``params`` holds ``means [N,3]``, ``scales [N,3]`` (log), ``quats [N,4]`` (wxyz, unnormalised;
+    the rasterizer normalises), ``opacities [N]`` (logit), ``sh0 [N,1,3]`` (SH DC) and
+    ``shN [N,K-1,3]`` (higher bands), K = (sh_degree + 1)^2.
+
+    Args:
+        cfg: Options, see :class:`GaussianModel.Config`.
+        dataset: Optional scene; its ``point_cloud`` seeds the Gaussians and its ``scene_extent``
+            scales the position learning rate. Without one (or without a point cloud) the model
+            starts from ``init_num_points`` random points in a cube.
+    """
+
+    @dataclass
+    class Config:
+        sh_degree: int = 3
+        sh_degree_interval: int = 1000  # raise the active SH degree by one every this many steps
+        init_num_points: int = 100_000  # random init only
+        init_extent: float = 3.0  # random init: cube half-side, in units of the scene extent (gsplat)
+        init_opacity: float = 0.1
+        init_scale: float = 1.0  # multiplier on the mean distance to the 3 nearest neighbours
+        init_random_quats: bool = False  # gsplat draws random rotations; INRIA starts at identity
+        seed: int = 0  # random init points and rotations
+        lr: LearningRates = field(default_factory=LearningRates)
+        means_lr_final_factor: float = 0.01  # means lr decays exponentially to this fraction at max_steps
+        ssim_lambda: float = 0.2  # loss = (1 - l) * L1 + l * (1 - SSIM)
+        lpips_net: Literal["vgg", "alex"] = "vgg"
+
+    def __init__(self, cfg: Config | None = None, dataset: Any = None) -> None:
+        super().__init__()
+        self.cfg = cfg if cfg is not None else self.Config()
+        if self.cfg.sh_degree < 0:
+            raise ValueError(f"sh_degree must be >= 0, got {self.cfg.sh_degree}")
+        self.scene_extent = float(getattr(dataset, "scene_extent", 1.0) or 1.0)
+        self.step = 0  # last step given to update_learning_rate(); drives the SH degree schedule
+        self.metric_notes: dict[str, str] = {}
+        self._optimizer: torch.optim.Optimizer | None = None
+        self._max_steps = 1
+        self._lpips = None
+        init = self._initial_params(getattr(dataset, "point_cloud", None))
+        # A list keeps gsplat's order (ParameterDict sorts the keys of a plain dict).
+        self.params = nn.ParameterDict([(k, nn.Parameter(init[k])) for k in PARAM_NAMES])
+
+    def _initial_params(self, point_cloud: Any) -> dict[str, Tensor]:
+        from ..data.pointcloud import init_gaussians, random_cube
+
+        cfg = self.cfg
+        if point_cloud is None:
+            point_cloud = random_cube(cfg.init_num_points, side=2.0 * cfg.init_extent * self.scene_extent, seed=cfg.seed)
+        return init_gaussians(
+            point_cloud.xyz,
+            point_cloud.rgb,
+            cfg.sh_degree,
+            init_opacity=cfg.init_opacity,
+            init_scale=cfg.init_scale,
+            random_quats=cfg.init_random_quats,
+            seed=cfg.seed,
+        )
+
+    # ---------------------------------------------------------------- parameters and activation
+    @property
+    def num_gaussians(self) -> int:
+        return int(self.params["means"].shape[0])
+
+    @property
+    def device(self) -> torch.device:
+        return self.params["means"].device
+
+    def active_sh_degree(self, step: int | None = None) -> int:
+        """SH degree in use at ``step`` (default: the last scheduled step), as gsplat:
+        ``min(step // sh_degree_interval, sh_degree)``."""
+        step = self.step if step is None else step
+        return min(step // max(self.cfg.sh_degree_interval, 1), self.cfg.sh_degree)
+
+    def render_params(self, sh_degree: int | None = None) -> dict[str, Any]:
+        """Activated parameters for ``rasterization``.
+
+        Returns:
+            ``means [N,3]``, ``quats [N,4]`` (unnormalised), ``scales [N,3]`` (exp), ``opacities [N]``
+            (sigmoid), ``colors [N,K,3]`` (SH coefficients), ``sh_degree`` (active degree, or the
+            ``sh_degree`` argument when given).
+        """
+        p = self.params
+        return {
+            "means": p["means"],
+            "quats": p["quats"],
+            "scales": torch.exp(p["scales"]),
+            "opacities": torch.sigmoid(p["opacities"]),
+            "colors": torch.cat([p["sh0"], p["shN"]], dim=1),
+            "sh_degree": self.active_sh_degree() if sh_degree is None else sh_degree,
+        }
+
+    # ---------------------------------------------------------------- loss and metrics
+    def _targets(self, render_out: Mapping[str, Any], batch: list) -> tuple[Tensor, Tensor]:
+        rgb = render_out["rgb"]
+        gt = torch.stack([view.float_image() for view in batch]).to(rgb.device)
+        if gt.shape != rgb.shape:
+            raise ValueError(f"rendered images {tuple(rgb.shape)} and batch images {tuple(gt.shape)} differ")
+        return rgb, gt
+
+    def get_loss_dict(self, render_out: Mapping[str, Any], batch: list) -> dict[str, Tensor]:
+        """3DGS photometric loss ``(1 - l) * L1 + l * (1 - SSIM)``.
+
+        SSIM here uses INRIA's zero-padded "same" window so border pixels get gradients.
+
+        Args:
+            render_out: Renderer output with ``rgb [C,H,W,3]``.
+            batch: The ``C`` views rendered.
+
+        Returns:
+            ``loss`` (to minimise), ``l1`` and ``ssim`` (detached, for logging).
+        """
+        from ..metrics.ssim import ssim
+
+        rgb, gt = self._targets(render_out, batch)
+        l1 = (rgb - gt).abs().mean()
+        s = ssim(rgb, gt, padding="same")
+        lam = self.cfg.ssim_lambda
+        return {"loss": (1.0 - lam) * l1 + lam * (1.0 - s), "l1": l1.detach(), "ssim": s.detach()}
+
+    @torch.no_grad()
+    def get_metric_dict(self, render_out: Mapping[str, Any], batch: list) -> dict[str, Tensor | None]:
+        """PSNR, SSIM (scikit-image compatible) and LPIPS over the batch.
+
+        ``lpips`` is ``None`` when its backbone weights aren't cached (or the images are too small
+        for the backbone); ``metric_notes["lpips"]`` then says why. A number computed without
+        the real weights would mislead.
+        """
+        from ..metrics import LPIPS, psnr, ssim
+
+        rgb, gt = self._targets(render_out, batch)
+        rgb = rgb.clamp(0.0, 1.0)
+        out = {"psnr": psnr(rgb, gt), "ssim": ssim(rgb, gt, padding="valid")}
+        if self._lpips is None:
+            self._lpips = LPIPS(self.cfg.lpips_net)
+        out["lpips"] = self._lpips(rgb, gt)
+        if out["lpips"] is None:
+            self.metric_notes["lpips"] = self._lpips.last_reason
+        return out
+
+    # ---------------------------------------------------------------- optimizer and schedule
+    def create_optimizer(self, max_steps: int, batch_size: int = 1) -> torch.optim.Adam:
+        """Adam with one group per parameter (``group["name"]``), lrs from ``cfg.lr``.
+
+        Args:
+            max_steps: Step at which the means lr reaches ``means_lr_final_factor`` of its start.
+            batch_size: Images per step over all processes (sqrt lr scaling, see ``build_adam``).
+        """
+        lrs = {name: getattr(self.cfg.lr, name) for name in PARAM_NAMES}
+        lrs["means"] *= self.scene_extent
+        self._optimizer = build_adam(self.params, lrs, batch_size)
+        self._max_steps = max(int(max_steps), 1)
+        return self._optimizer
+
+    def update_learning_rate(self, step: int) -> None:
+        """Set the means lr for ``step`` and remember the step (for the SH degree schedule)."""
+        self.step = int(step)
+        if self._optimizer is None:
+            return
+        for group in self._optimizer.param_groups:
+            if group.get("name") == "means":
+                group["lr"] = exponential_lr(group["base_lr"], step, self._max_steps, self.cfg.means_lr_final_factor)
+
+    # ---------------------------------------------------------------- state
+    def get_extra_state(self) -> dict[str, Any]:
+        return {"step": self.step, "scene_extent": self.scene_extent, "sh_degree": self.cfg.sh_degree}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        self.step = int(state.get("step", 0))
+        self.scene_extent = float(state.get("scene_extent", self.scene_extent))
+
+    def load_params(self, params: Mapping[str, Tensor], source: str = "checkpoint") -> None:
+        """Replace all Gaussians by ``params`` (any N, same SH degree).
+
+        Raises:
+            CheckpointError: a parameter is missing, N differs between parameters, or the SH
+                degree differs from ``cfg.sh_degree``.
+        """
+        missing = [k for k in PARAM_NAMES if k not in params]
+        if missing:
+            raise CheckpointError(f"{source}: missing Gaussian parameter(s) {', '.join(missing)}")
+        n = params["means"].shape[0]
+        if any(params[k].shape[0] != n for k in PARAM_NAMES):
+            shapes = ", ".join(f"{k} {tuple(params[k].shape)}" for k in PARAM_NAMES)
+            raise CheckpointError(f"{source}: Gaussian parameters disagree on N ({shapes})")
+        k_rest = params["shN"].shape[1] if params["shN"].dim() == 3 else -1
+        degree = math.isqrt(k_rest + 1) - 1 if k_rest >= 0 else -1
+        if k_rest + 1 != num_sh_bases(self.cfg.sh_degree):
+            found = f"sh_degree {degree}" if num_sh_bases(max(degree, 0)) == k_rest + 1 else f"shN shape {tuple(params['shN'].shape)}"
+            raise CheckpointError(f"{source}: has {found} but the model config has sh_degree {self.cfg.sh_degree}")
+        device, dtype = self.device, self.params["means"].dtype
+        for name in PARAM_NAMES:
+            self.params[name] = nn.Parameter(params[name].detach().to(device=device, dtype=dtype).clone())
+        self._rebind_optimizer()
+
+    def _rebind_optimizer(self) -> None:
+        # The old optimizer would keep stepping the replaced tensors; point its groups at the new
+        # parameters with fresh moments (a checkpointed optimizer state is loaded afterwards).
+        if self._optimizer is None:
+            return
+        for group in self._optimizer.param_groups:
+            for p in group["params"]:
+                self._optimizer.state.pop(p, None)
+            group["params"] = [self.params[group["name"]]]
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False):
+        """Like ``nn.Module.load_state_dict`` but accepts any number of Gaussians.
+
+        Raises:
+            CheckpointError: missing parameters or a different SH degree.
+        """
+        prefix = "params."
+        params = {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
+        self.load_params(params)
+        rest = {k: v for k, v in state_dict.items() if not k.startswith(prefix)}
+        rest.update({prefix + k: v for k, v in self.params.state_dict().items()})
+        try:
+            return super().load_state_dict(rest, strict=strict, assign=assign)
+        except RuntimeError as exc:
+            raise CheckpointError(f"model state does not match GaussianModel: {exc}") from None
+
+    @classmethod
+    def from_ply(cls, path: str | Path, cfg: Config | None = None) -> GaussianModel:
+        """A model holding the Gaussians of a 3DGS PLY file (SH degree taken from the file).
+
+        The model's step is set so the full SH degree is active: a PLY holds a trained model.
+        """
+        from dataclasses import replace
+
+        from ..export.ply import load_ply
+
+        params = load_ply(path)
+        degree = math.isqrt(params["shN"].shape[1] + 1) - 1
+        cfg = replace(cfg or cls.Config(), sh_degree=degree, init_num_points=1)
+        model = cls(cfg)
+        model.load_params(params, source=str(path))
+        model.step = degree * cfg.sh_degree_interval
+        return model

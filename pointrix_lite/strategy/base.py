@@ -1,0 +1,85 @@
+"""Densification strategy interface (see docs/architecture.md, "Strategy")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..errors import ConfigError
+
+GSPLAT_DEFAULT_MAX_STEPS = 30_000  # the schedule gsplat's step counts were tuned for
+REQUIRED_PARAMS = ("means", "scales", "quats", "opacities")
+
+
+class Strategy:
+    """Grows, prunes and moves Gaussians during training; the base class does nothing.
+
+    Args:
+        cfg: Options; every strategy's ``Config`` extends :class:`Strategy.Config`.
+        scene_extent: Scene size; 3D size thresholds are relative to it.
+        max_steps: Length of the training run (for ``scale_steps_to_max_steps``).
+    """
+
+    @dataclass
+    class Config:
+        # Multiplies the strategy's refine start/stop/every (and reset_every) step counts, as
+        # gsplat's simple_trainer `steps_scaler`.
+        steps_scaler: float = 1.0
+        # Use steps_scaler = max_steps / 30000, so a short run densifies over the same fraction
+        # of training as a full 30k-step run.
+        scale_steps_to_max_steps: bool = False
+
+    def __init__(self, cfg: Config, scene_extent: float = 1.0, max_steps: int = GSPLAT_DEFAULT_MAX_STEPS) -> None:
+        self.cfg = cfg
+        self.scene_extent = float(scene_extent)
+        self.max_steps = int(max_steps)
+        if cfg.scale_steps_to_max_steps and cfg.steps_scaler != 1.0:
+            raise ConfigError("strategy: set either steps_scaler or scale_steps_to_max_steps, not both")
+        if cfg.steps_scaler <= 0:
+            raise ConfigError(f"strategy.steps_scaler: must be > 0, got {cfg.steps_scaler}")
+        self.steps_scaler = self.max_steps / GSPLAT_DEFAULT_MAX_STEPS if cfg.scale_steps_to_max_steps else cfg.steps_scaler
+        # Counts of the last refinement (e.g. {"split": 3}), for logging.
+        self.last_stats: dict[str, int] = {}
+
+    def scaled(self, steps: int, at_least_one: bool = False) -> int:
+        """``int(steps * steps_scaler)`` as gsplat; periods are kept >= 1 (a 0 period would divide by zero)."""
+        value = int(steps * self.steps_scaler)
+        return max(value, 1) if at_least_one else value
+
+    def check(self, model: Any, optimizer: torch.optim.Optimizer) -> None:
+        """Verify the optimizer has exactly one group per trainable parameter, named after it
+        and holding that very tensor, and that the parameters the strategy edits exist.
+
+        Raises:
+            ValueError: naming the mismatch.
+        """
+        params = model.params
+        missing = [k for k in REQUIRED_PARAMS if k not in params]
+        if missing:
+            raise ValueError(f"{type(self).__name__} needs model parameters {', '.join(missing)}")
+        trainable = {k for k, p in params.items() if p.requires_grad}
+        names = [g.get("name") for g in optimizer.param_groups]
+        if set(names) != trainable or len(names) != len(set(names)):
+            raise ValueError(f"optimizer groups {names} must be one per trainable parameter {sorted(trainable)}")
+        for group in optimizer.param_groups:
+            if len(group["params"]) != 1 or group["params"][0] is not params[group["name"]]:
+                raise ValueError(f"optimizer group {group['name']!r} must hold exactly model.params[{group['name']!r}]")
+
+    def step_pre_backward(self, model: Any, optimizer: torch.optim.Optimizer, step: int, render_out: dict) -> None:
+        """Called after rendering, before ``loss.backward()``."""
+
+    def step_post_backward(self, model: Any, optimizer: torch.optim.Optimizer, step: int, render_out: dict) -> None:
+        """Called after ``loss.backward()`` (and the optimizer step); edits ``model.params`` in place."""
+
+    def extra_loss(self, model: Any, step: int) -> dict[str, Tensor]:
+        """Regularisers the trainer adds to the loss (name -> scalar tensor)."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass

@@ -1,0 +1,146 @@
+"""The 3DGS paper's adaptive density control (gsplat 1.5.3 ``DefaultStrategy``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..registry import STRATEGIES
+from .base import GSPLAT_DEFAULT_MAX_STEPS, Strategy
+from .ops import duplicate, remove, reset_opa, split
+
+
+@STRATEGIES.register()
+class DefaultStrategy(Strategy):
+    """Clone small and split large Gaussians with high screen-space gradients, prune transparent
+    and oversized ones, and periodically reset opacities.
+
+    Screen-space gradients come from ``render_out["means2d"].grad`` ``[C,N,2]``, rescaled to NDC
+    units (x by width/2, y by height/2) and by the number of cameras (the loss averages over
+    them), accumulated over the steps where ``radii > 0``, and averaged per Gaussian.
+
+    One deliberate difference from gsplat 1.5.3: its opacity-reset test
+    ``step % reset_every == 0 & step > 0`` never fires (``&`` binds before ``==``; gsplat PR
+    #776). Here the reset happens every ``reset_every`` steps, as in INRIA 3DGS.
+    """
+
+    @dataclass
+    class Config(Strategy.Config):
+        prune_opa: float = 0.005  # prune below this opacity; opacity resets go to twice this
+        grow_grad2d: float = 0.0002  # mean NDC gradient above which a Gaussian grows
+        grow_scale3d: float = 0.01  # clone if max scale <= this * scene_extent, else split
+        grow_scale2d: float = 0.05  # split if screen radius (fraction of image) exceeds this
+        prune_scale3d: float = 0.1  # prune (after the first reset) if max scale > this * scene_extent
+        prune_scale2d: float = 0.15  # prune if screen radius exceeds this (while scale2d refinement is on)
+        refine_scale2d_stop_iter: int = 0  # > 0 enables the screen-size rules until this step
+        refine_start_iter: int = 500
+        refine_stop_iter: int = 15_000
+        reset_every: int = 3000
+        refine_every: int = 100
+        pause_refine_after_reset: int = 0
+        absgrad: bool = False  # AbsGS: needs a renderer that fills means2d.absgrad
+        revised_opacity: bool = False  # split opacity 1 - sqrt(1 - o) (arXiv:2404.06109)
+
+    def __init__(self, cfg: Config, scene_extent: float = 1.0, max_steps: int = GSPLAT_DEFAULT_MAX_STEPS) -> None:
+        super().__init__(cfg, scene_extent, max_steps)
+        self.refine_start_iter = self.scaled(cfg.refine_start_iter)
+        self.refine_stop_iter = self.scaled(cfg.refine_stop_iter)
+        self.refine_every = self.scaled(cfg.refine_every, at_least_one=True)
+        self.reset_every = self.scaled(cfg.reset_every, at_least_one=True)
+        # Per-Gaussian running statistics since the last refinement, [N] each (None until used).
+        self.state: dict[str, Tensor | None] = {"grad2d": None, "count": None, "radii": None}
+
+    def step_pre_backward(self, model: Any, optimizer: torch.optim.Optimizer, step: int, render_out: dict) -> None:
+        means2d = render_out["means2d"]
+        if means2d.requires_grad:
+            means2d.retain_grad()  # means2d is not a leaf; without this its .grad is freed
+
+    def step_post_backward(self, model: Any, optimizer: torch.optim.Optimizer, step: int, render_out: dict) -> None:
+        cfg = self.cfg
+        if step >= self.refine_stop_iter:
+            return
+        self._update_state(model.num_gaussians, render_out)
+        self.last_stats = {}
+        if (
+            step > self.refine_start_iter
+            and step % self.refine_every == 0
+            and step % self.reset_every >= cfg.pause_refine_after_reset
+        ):
+            n_dupli, n_split = self._grow(model, optimizer, step)
+            n_prune = self._prune(model, optimizer, step)
+            self.last_stats = {"duplicated": n_dupli, "split": n_split, "pruned": n_prune}
+            for value in self.state.values():
+                if value is not None:
+                    value.zero_()
+        if step > 0 and step % self.reset_every == 0:
+            reset_opa(model.params, optimizer, self.state, value=cfg.prune_opa * 2.0)
+            self.last_stats["opacity_reset"] = 1
+
+    def _update_state(self, n: int, render_out: dict) -> None:
+        means2d = render_out["means2d"]
+        grads = means2d.absgrad if self.cfg.absgrad else means2d.grad
+        if grads is None:
+            kind = "absgrad" if self.cfg.absgrad else "grad"
+            raise RuntimeError(f"render_out['means2d'].{kind} is missing: call step_pre_backward before loss.backward()")
+        grads = grads.detach().clone()  # [C, N, 2]
+        grads[..., 0] *= render_out["width"] / 2.0 * render_out["n_cameras"]
+        grads[..., 1] *= render_out["height"] / 2.0 * render_out["n_cameras"]
+        device = grads.device
+        for key in ("grad2d", "count") + (("radii",) if self.cfg.refine_scale2d_stop_iter > 0 else ()):
+            if self.state[key] is None:
+                self.state[key] = torch.zeros(n, device=device)
+            elif self.state[key].shape[0] != n:
+                raise RuntimeError(f"{key} statistics cover {self.state[key].shape[0]} Gaussians, the model has {n}")
+            self.state[key] = self.state[key].to(device)
+
+        radii = render_out["radii"]  # [C, N, 2]
+        visible = (radii > 0).all(dim=-1)  # [C, N]
+        gs_ids = torch.where(visible)[1]
+        self.state["grad2d"].index_add_(0, gs_ids, grads[visible].norm(dim=-1))
+        self.state["count"].index_add_(0, gs_ids, torch.ones_like(gs_ids, dtype=torch.float32))
+        if self.cfg.refine_scale2d_stop_iter > 0:
+            r = radii[visible].max(dim=-1).values.float() / float(max(render_out["width"], render_out["height"]))
+            self.state["radii"][gs_ids] = torch.maximum(self.state["radii"][gs_ids], r)
+
+    @torch.no_grad()
+    def _grow(self, model: Any, optimizer: torch.optim.Optimizer, step: int) -> tuple[int, int]:
+        cfg, params = self.cfg, model.params
+        grads = self.state["grad2d"] / self.state["count"].clamp_min(1)
+        is_grad_high = grads > cfg.grow_grad2d
+        is_small = torch.exp(params["scales"]).max(dim=-1).values <= cfg.grow_scale3d * self.scene_extent
+        is_dupli = is_grad_high & is_small
+        is_split = is_grad_high & ~is_small
+        if step < cfg.refine_scale2d_stop_iter:
+            is_split |= self.state["radii"] > cfg.grow_scale2d
+        n_dupli, n_split = int(is_dupli.sum()), int(is_split.sum())
+        if n_dupli > 0:
+            duplicate(params, optimizer, self.state, is_dupli)
+        # Clones are appended at the end and are not split in the same round.
+        is_split = torch.cat([is_split, torch.zeros(n_dupli, dtype=torch.bool, device=is_split.device)])
+        if n_split > 0:
+            split(params, optimizer, self.state, is_split, revised_opacity=cfg.revised_opacity)
+        return n_dupli, n_split
+
+    @torch.no_grad()
+    def _prune(self, model: Any, optimizer: torch.optim.Optimizer, step: int) -> int:
+        cfg, params = self.cfg, model.params
+        is_prune = torch.sigmoid(params["opacities"].flatten()) < cfg.prune_opa
+        if step > self.reset_every:
+            is_too_big = torch.exp(params["scales"]).max(dim=-1).values > cfg.prune_scale3d * self.scene_extent
+            # INRIA's screen-size pruning never ran (graphdeco-inria/gaussian-splatting#123), hence off by default.
+            if step < cfg.refine_scale2d_stop_iter:
+                is_too_big |= self.state["radii"] > cfg.prune_scale2d
+            is_prune |= is_too_big
+        n_prune = int(is_prune.sum())
+        if n_prune > 0:
+            remove(params, optimizer, self.state, is_prune)
+        return n_prune
+
+    def state_dict(self) -> dict[str, Any]:
+        return {k: None if v is None else v.detach().cpu().clone() for k, v in self.state.items()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.state = {k: None if state.get(k) is None else state[k].clone() for k in self.state}
