@@ -1,0 +1,135 @@
+"""Checkpoint files: atomic writes, safe loads, RNG state capture.
+
+A checkpoint is one ``torch.save`` dict holding only tensors and plain Python data, so it loads
+with ``weights_only=True`` (no arbitrary unpickling of a file someone sent you). Writes go to a
+temporary file in the same directory, are fsynced and then ``os.replace``d over the target: a
+crash or a full disk mid-write leaves the previous checkpoint intact, never a truncated one.
+
+Layout under ``<exp_dir>/checkpoints/``: ``step_000500.pth`` files and ``latest.txt`` holding the
+file name of the newest one (a text pointer rather than a ``latest.pth`` copy: no doubled disk
+use, and it is updated atomically like the checkpoints).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ..errors import CheckpointError
+
+CHECKPOINT_DIR = "checkpoints"
+LATEST_POINTER = "latest.txt"
+FORMAT_VERSION = 1
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step_{step:06d}.pth"
+
+
+def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # BaseException: a Ctrl-C during the write must not leave the temp file behind either.
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    try:  # make the rename itself durable; not possible on every platform/filesystem
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+
+
+def save_checkpoint_file(checkpoint: dict[str, Any], path: str | Path) -> Path:
+    """Atomically write ``checkpoint`` to ``path``."""
+    path = Path(path)
+    _atomic_write(path, lambda f: torch.save(checkpoint, f))
+    return path
+
+
+def write_latest_pointer(ckpt_dir: str | Path, filename: str) -> None:
+    _atomic_write(Path(ckpt_dir) / LATEST_POINTER, lambda f: f.write(filename + "\n"), mode="w")
+
+
+def find_latest(exp_dir: str | Path) -> Path | None:
+    """The checkpoint ``latest.txt`` points at, or the highest ``step_*.pth`` if the pointer is gone."""
+    ckpt_dir = Path(exp_dir) / CHECKPOINT_DIR
+    pointer = ckpt_dir / LATEST_POINTER
+    if pointer.is_file():
+        target = ckpt_dir / pointer.read_text().strip()
+        if target.is_file():
+            return target
+    candidates = sorted(ckpt_dir.glob("step_*.pth"))
+    return candidates[-1] if candidates else None
+
+
+def load_checkpoint_file(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Load a checkpoint written by :func:`save_checkpoint_file`.
+
+    Raises:
+        CheckpointError: missing, truncated/corrupt, or not a pointrix_lite checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint file not found")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as exc:
+        # torch reports a cut-off zip as RuntimeError or OSError(EINVAL) depending on where it ends.
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"{path}: unreadable checkpoint (truncated or corrupt?): {first[:200]}") from None
+    if not isinstance(ckpt, dict) or "format" not in ckpt or "step" not in ckpt:
+        raise CheckpointError(f"{path}: not a pointrix_lite checkpoint (no 'format'/'step' keys)")
+    if ckpt["format"] != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: checkpoint format {ckpt['format']} is not supported (expected {FORMAT_VERSION})")
+    return ckpt
+
+
+def rng_state() -> dict[str, Any]:
+    """RNG states of torch, numpy and ``random`` as weights_only-safe data (tensors, lists, numbers)."""
+    np_state = np.random.get_state()
+    py_version, py_internal, py_gauss = random.getstate()
+    state: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": {
+            "kind": str(np_state[0]),
+            "keys": torch.from_numpy(np.asarray(np_state[1], dtype=np.int64)),  # uint32 values fit in int64
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "cached_gaussian": float(np_state[4]),
+        },
+        "python": {"version": py_version, "internal": list(py_internal), "gauss_next": py_gauss},
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Inverse of :func:`rng_state`."""
+    torch.set_rng_state(state["torch"].cpu())
+    npst = state["numpy"]
+    np.random.set_state(
+        (npst["kind"], npst["keys"].numpy().astype(np.uint32), npst["pos"], npst["has_gauss"], npst["cached_gaussian"])
+    )
+    py = state["python"]
+    random.setstate((py["version"], tuple(py["internal"]), py["gauss_next"]))
+    if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])

@@ -1,0 +1,271 @@
+"""The top-level experiment config: schema, YAML loading, command-line overrides.
+
+``load_experiment(path, overrides)`` is the whole path from a YAML file plus ``key=value``
+arguments to a validated :class:`ExperimentConfig`. Every component section is checked against
+the selected registered class's ``Config`` here, before anything is built, so a typo such as
+``model.sh_degre`` fails in a second instead of after the data set has loaded.
+
+The returned config is *resolved*: default hooks and DI-engine shorthand keys are folded into
+``hooks``, every section carries all its options, and ``exp_dir`` is filled in. Saving it as
+``<exp_dir>/config.yaml`` and loading that file again gives the same config.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from ..config import from_dict, to_dict
+from ..errors import ConfigError
+from ..registry import DATASETS, HOOKS, MODELS, RENDERERS, STRATEGIES, WRITERS
+from .. import writers as _builtin_writers  # noqa: F401 - registers the default writers
+from . import hooks as _builtin_hooks  # noqa: F401 - registers the default hooks
+from .hooks.base import HOOK_ENGINE_KEYS
+from .priority import get_priority, priority_name
+
+# Hooks every run has unless a `hooks:` entry says `enabled: false` (see docs/extending.md).
+DEFAULT_HOOKS: tuple[str, ...] = ("IterTimerHook", "LogHook", "CheckPointHook")
+
+
+@dataclass
+class TrainerConfig:
+    max_steps: int = 30_000
+    val_interval: int = 1_000  # validate every N steps; 0 disables periodic validation
+    batch_size: int = 1  # views per optimizer step
+    test_at_end: bool = True  # run test() on the test split after training
+    val_images: int = 2  # how many validation views are sent to the writers as images
+    save_test_renders: bool = True  # PNGs under <exp_dir>/renders/test/{render,gt}/
+
+
+def _default_writers() -> list[dict[str, Any]]:
+    # No ConsoleWriter by default: LogHook already shows progress, printing every scalar again
+    # would bury it.
+    return [{"type": "TensorboardWriter"}, {"type": "JsonlWriter"}]
+
+
+@dataclass(kw_only=True)
+class ExperimentConfig:
+    name: str = "experiment"
+    output_dir: str = "outputs"
+    exp_dir: Optional[str] = None  # default: <output_dir>/<name>
+    seed: int = 0
+    device: str = "auto"  # "auto" -> cuda if available else cpu; or any torch device string
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    dataset: dict[str, Any]
+    model: dict[str, Any] = field(default_factory=lambda: {"type": "GaussianModel"})
+    renderer: dict[str, Any] = field(default_factory=lambda: {"type": "GaussianRenderer"})
+    strategy: Optional[dict[str, Any]] = None
+    hooks: list[dict[str, Any]] = field(default_factory=list)
+    writers: list[dict[str, Any]] = field(default_factory=_default_writers)
+    # DI-engine shorthand keys; folded into `hooks` (or the run's start) when the config resolves.
+    save_ckpt_after_iter: Optional[int] = None  # -> CheckPointHook.interval
+    save_ckpt_after_run: Optional[bool] = None  # -> CheckPointHook.save_last
+    log_show_after_iter: Optional[int] = None  # -> LogHook.interval
+    load_ckpt_before_run: Optional[str] = None  # checkpoint loaded (full resume) after before_run
+
+
+# Shorthand key -> (hook type, option). load_ckpt_before_run stays a top-level key: loading is
+# the trainer's job (it must happen before before_train and fire after_load_checkpoint).
+SHORTHANDS: dict[str, tuple[str, str]] = {
+    "save_ckpt_after_iter": ("CheckPointHook", "interval"),
+    "save_ckpt_after_run": ("CheckPointHook", "save_last"),
+    "log_show_after_iter": ("LogHook", "interval"),
+}
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping; a missing file or bad YAML is a one-line ConfigError naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config ({exc.strerror or exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: invalid YAML ({getattr(exc, 'problem', None) or exc})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides to a copy of ``data``; values are parsed as YAML scalars.
+
+    A numeric part indexes a list (``hooks.0.interval=5``). Missing intermediate mappings are
+    created so the schema check, not this function, reports an unknown key with its valid keys.
+    """
+    data = copy.deepcopy(data)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r}: expected key=value, e.g. trainer.max_steps=500")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            raise ConfigError(f"{key}: cannot parse override value {raw!r} as YAML") from None
+        parts = key.split(".")
+        node: Any = data
+        for depth, part in enumerate(parts):
+            path = ".".join(parts[: depth + 1])
+            last = depth == len(parts) - 1
+            if isinstance(node, list):
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ConfigError(f"{path}: no list item {part!r} (the list has {len(node)} items)")
+                if last:
+                    node[int(part)] = value
+                else:
+                    node = node[int(part)]
+            elif isinstance(node, dict):
+                if last:
+                    node[part] = value
+                else:
+                    if node.get(part) is None:
+                        node[part] = {}
+                    node = node[part]
+            else:
+                raise ConfigError(f"{path}: cannot set a key inside {type(node).__name__} {node!r}")
+    return data
+
+
+def _split_hook_entry(entry: Any, key_path: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``{type, priority, enabled, **options}`` -> (type, engine keys, options)."""
+    if not isinstance(entry, dict) or "type" not in entry:
+        raise ConfigError(f"{key_path}: expected a mapping with 'type', e.g. {{type: LogHook, interval: 100}}")
+    engine = {k: entry[k] for k in HOOK_ENGINE_KEYS if k in entry}
+    options = {k: v for k, v in entry.items() if k not in HOOK_ENGINE_KEYS}
+    return str(entry["type"]), engine, options
+
+
+def _priority_for_yaml(value: int) -> str | int:
+    name = priority_name(value)
+    return value if name.isdigit() else name  # a level name when there is one, else the int
+
+
+def resolve_hooks(cfg: ExperimentConfig) -> list[dict[str, Any]]:
+    """Merge default hooks, the user's ``hooks:`` list and shorthand keys into one resolved list.
+
+    Order: the default hooks first (in :data:`DEFAULT_HOOKS` order), then the user's other hooks
+    in the order written; ties in priority keep this order. A user entry whose type is a default
+    hook configures that default instead of adding a second one. Each resolved entry carries
+    ``type``, ``priority`` (level name or int), ``enabled`` and every option of the hook's Config.
+    """
+    merged: dict[str, dict[str, Any]] = {}  # key -> entry; dicts keep insertion order
+    origin: dict[str, str] = {}  # key -> where the options came from, for error messages
+    for name in DEFAULT_HOOKS:
+        merged[name] = {"type": name}
+        origin[name] = f"default {name}"
+    for i, entry in enumerate(cfg.hooks):
+        key_path = f"hooks[{i}]"
+        type_name, engine, options = _split_hook_entry(entry, key_path)
+        HOOKS.get(type_name, f"{key_path}.type")
+        if "enabled" in engine and not isinstance(engine["enabled"], bool):
+            raise ConfigError(f"{key_path}.enabled: expected true/false, got {engine['enabled']!r}")
+        if "priority" in engine:
+            get_priority(engine["priority"], f"{key_path}.priority")
+        key = type_name if type_name in DEFAULT_HOOKS else f"{type_name}#{i}"
+        merged[key] = {**merged.get(key, {}), **engine, **options}
+        origin[key] = key_path
+    for short, (type_name, option) in SHORTHANDS.items():
+        value = getattr(cfg, short)
+        if value is None:
+            continue
+        entry = merged.get(type_name)
+        if entry is None or entry.get("enabled") is False:
+            raise ConfigError(f"{short}: sets {type_name}.{option}, but {type_name} is disabled in hooks")
+        if option in entry and entry[option] != value:
+            raise ConfigError(
+                f"{short}: {value!r} conflicts with {origin[type_name]}.{option}: {entry[option]!r}; keep one"
+            )
+        entry[option] = value
+    resolved = []
+    for key, entry in merged.items():
+        type_name = entry["type"]
+        options = {k: v for k, v in entry.items() if k not in HOOK_ENGINE_KEYS}
+        where = origin[key] if not origin[key].startswith("default") else f"hooks.{type_name}"
+        config = HOOKS.config_of({"type": type_name, **options}, where)
+        cls = HOOKS.get(type_name)
+        priority = entry.get("priority", getattr(cls, "priority", 50))
+        resolved.append(
+            {
+                "type": type_name,
+                "priority": _priority_for_yaml(get_priority(priority, f"{where}.priority")),
+                "enabled": entry.get("enabled", True),
+                **(to_dict(config) if config is not None else {}),
+            }
+        )
+    return resolved
+
+
+def _resolve_section(registry: Any, section: dict[str, Any], key_path: str) -> dict[str, Any]:
+    config = registry.config_of(section, key_path)
+    return {"type": section["type"], **(to_dict(config) if config is not None else {})}
+
+
+def resolve_device(device: str) -> str:
+    """``"auto"`` -> ``"cuda"`` when available else ``"cpu"``; other strings are checked by torch."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ConfigError(f"device: invalid torch device {device!r} (use auto, cpu, cuda, cuda:1, ...)") from None
+    return device
+
+
+def resolve(cfg: ExperimentConfig) -> ExperimentConfig:
+    """Validate every component section against its registry and fill in derived values."""
+    if cfg.trainer.max_steps < 0:
+        raise ConfigError(f"trainer.max_steps: must be >= 0, got {cfg.trainer.max_steps}")
+    if cfg.trainer.batch_size < 1:
+        raise ConfigError(f"trainer.batch_size: must be >= 1, got {cfg.trainer.batch_size}")
+    if cfg.trainer.val_interval < 0:
+        raise ConfigError(f"trainer.val_interval: must be >= 0 (0 disables), got {cfg.trainer.val_interval}")
+    return dataclasses.replace(
+        cfg,
+        exp_dir=cfg.exp_dir or str(Path(cfg.output_dir) / cfg.name),
+        dataset=_resolve_section(DATASETS, cfg.dataset, "dataset"),
+        model=_resolve_section(MODELS, cfg.model, "model"),
+        renderer=_resolve_section(RENDERERS, cfg.renderer, "renderer"),
+        strategy=_resolve_section(STRATEGIES, cfg.strategy, "strategy") if cfg.strategy is not None else None,
+        writers=[_resolve_section(WRITERS, w, f"writers[{i}]") for i, w in enumerate(cfg.writers)],
+        hooks=resolve_hooks(cfg),
+        # Folded into hooks above; cleared so the saved config.yaml does not apply them twice.
+        save_ckpt_after_iter=None,
+        save_ckpt_after_run=None,
+        log_show_after_iter=None,
+    )
+
+
+def load_experiment(path: str | Path | None, overrides: list[str] = (), data: dict | None = None) -> ExperimentConfig:
+    """YAML file (or an already-read mapping) + ``key=value`` overrides -> resolved config.
+
+    The registries must already hold the components the config names (call
+    ``pointrix_lite.components.import_all()`` and load plugins first).
+    """
+    raw = read_yaml(path) if path is not None else dict(data or {})
+    raw = apply_overrides(raw, list(overrides))
+    return resolve(from_dict(ExperimentConfig, raw))
+
+
+def dump_config(cfg: ExperimentConfig) -> str:
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
+
+
+def save_config(cfg: ExperimentConfig, exp_dir: str | Path) -> Path:
+    """Write the resolved config to ``<exp_dir>/config.yaml`` (re-loadable with load_experiment)."""
+    path = Path(exp_dir) / "config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dump_config(cfg))
+    return path

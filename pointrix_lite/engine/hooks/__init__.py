@@ -1,0 +1,14 @@
+"""Hooks: the :class:`Hook` base, the site list and the built-in hooks (registered in ``HOOKS``)."""
+
+from .base import SITES, Hook
+from .builder import build_hooks, format_hook_table, sort_hooks
+from .checkpoint_hook import CheckPointHook
+from .iter_timer_hook import IterTimerHook
+from .log_hook import LogHook
+from .nan_guard_hook import NaNGuardHook, NonFiniteLossError
+from .profiler_hook import ProfilerHook
+
+__all__ = [
+    "SITES", "Hook", "build_hooks", "format_hook_table", "sort_hooks", "CheckPointHook", "IterTimerHook",
+    "LogHook", "NaNGuardHook", "NonFiniteLossError", "ProfilerHook",
+]

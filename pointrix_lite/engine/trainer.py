@@ -1,0 +1,421 @@
+"""DefaultTrainer: builds the components from a config and runs train -> val -> test with hooks.
+
+The trainer is generic: the model supplies its losses and metrics (``get_loss_dict``,
+``get_metric_dict``), the renderer turns (model, cameras) into images, the strategy grows and
+prunes Gaussians, and everything else (logging, checkpoints, profiling) is a hook. See
+docs/architecture.md for the data flow and the order of hook sites.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rich.console import Console
+
+from ..config import to_dict
+from ..errors import CheckpointError, DataError
+from ..registry import DATASETS, MODELS, RENDERERS, STRATEGIES, WRITERS
+from ..writers.base import WriterGroup, image_to_uint8
+from . import checkpoint as ckpt_io
+from .experiment import ExperimentConfig, resolve_device
+from .hooks.base import Hook
+from .hooks.builder import build_hooks, format_hook_table, sort_hooks
+
+# (dataset, batch_size, seed, rank, world_size) -> object with batches_for_epoch / state_dict / load_state_dict
+DataPipelineFactory = Callable[..., Any]
+
+
+class TrainingInterrupted(Exception):
+    """Ctrl-C during training; a checkpoint of the last finished step was saved."""
+
+    def __init__(self, step: int, checkpoint: Path) -> None:
+        super().__init__(f"interrupted at step {step}; checkpoint saved to {checkpoint}")
+        self.step = step
+        self.checkpoint = checkpoint
+
+
+def default_datapipeline(dataset: Any, batch_size: int, seed: int, rank: int = 0, world_size: int = 1) -> Any:
+    # Imported lazily: the engine must import (and --show-hooks work) without the data package.
+    from ..data.pipeline import DataPipeline
+
+    return DataPipeline(dataset, batch_size, seed, rank=rank, world_size=world_size)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+def _to_float(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor):
+        return float(value.detach().item())
+    return float(value)
+
+
+def mean_metrics(per_view: dict[str, dict[str, float | None]]) -> dict[str, float | None]:
+    """Mean of each metric over views; ``None`` if any view lacks it (never a partial mean)."""
+    names: list[str] = []
+    for metrics in per_view.values():
+        names.extend(k for k in metrics if k not in names)
+    out: dict[str, float | None] = {}
+    for name in names:
+        values = [m.get(name) for m in per_view.values()]
+        out[name] = None if any(v is None for v in values) else float(np.mean(values))
+    return out
+
+
+def _file_stem(name: str) -> str:
+    stem = re.sub(r"\.(png|jpe?g|exr|tiff?)$", "", name, flags=re.IGNORECASE)
+    return re.sub(r"[^\w.-]+", "_", stem)
+
+
+class DefaultTrainer:
+    """Builds dataset, pipeline, model, optimizer, renderer, strategy, writers and hooks, then trains.
+
+    Build order (each step may use the ones before it):
+
+    1. seeds (python, numpy, torch) from ``cfg.seed``
+    2. ``dataset = DATASETS.build(cfg.dataset, "dataset")``
+    3. ``datapipeline = datapipeline_factory(dataset, batch_size, seed, rank, world_size)``
+    4. ``model = MODELS.build(cfg.model, "model", dataset=dataset).to(device)``
+    5. ``optimizer = model.create_optimizer(max_steps)``
+    6. ``renderer = RENDERERS.build(cfg.renderer, "renderer")`` (moved to device if a Module)
+    7. ``strategy = STRATEGIES.build(cfg.strategy, "strategy", scene_extent=..., max_steps=...)``
+       and ``strategy.check(model, optimizer)``, or ``None``
+    8. ``writer = WriterGroup(WRITERS.build(w, "writers[i]", exp_dir=exp_dir) ...)`` + ``write_config``
+    9. hooks from ``cfg.hooks`` (resolved: defaults and shorthands folded in), sorted by priority
+
+    Args:
+        cfg: A resolved :class:`ExperimentConfig` (``load_experiment``).
+        exp_dir: Where checkpoints, logs, renders and metrics go.
+        device: torch device string (``"auto"`` allowed).
+        datapipeline_factory: Builds the data pipeline; default ``pointrix_lite.data.pipeline.DataPipeline``.
+    """
+
+    def __init__(
+        self,
+        cfg: ExperimentConfig,
+        exp_dir: str | Path,
+        device: str | torch.device = "auto",
+        datapipeline_factory: DataPipelineFactory | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.exp_dir = Path(exp_dir)
+        self.exp_dir.mkdir(parents=True, exist_ok=True)
+        self.device = torch.device(resolve_device(str(device)))
+        self.rank, self.world_size = 0, 1  # a later issue adds torch.distributed
+        self.console = Console(highlight=False)
+
+        # Run state, read and written by hooks.
+        self.global_step = 0  # number of finished optimizer steps
+        self.epoch = 0  # number of finished passes over the training views
+        self.train_seconds = 0.0  # wall time inside train_loop, summed over resumes
+        self.loss_dict: dict[str, Any] = {}  # loss terms of the last train step
+        self.metric_dict: dict[str, float | None] = {}  # mean metrics of the last val/test
+        self.view_metrics: dict[str, float | None] = {}  # metrics of the current val/test view
+        self.image_dict: dict[str, np.ndarray] = {}  # images of the last val/test for the writers
+        self.log_vars: dict[str, float] = {}  # extra scalars hooks publish for LogHook
+        self.render_out: dict[str, Any] = {}  # renderer output of the current step / view
+        self._stop_requested = False
+
+        seed_everything(cfg.seed)
+        max_steps = cfg.trainer.max_steps
+        self.dataset = DATASETS.build(cfg.dataset, "dataset")
+        factory = datapipeline_factory or default_datapipeline
+        self.datapipeline = factory(self.dataset, cfg.trainer.batch_size, cfg.seed, self.rank, self.world_size)
+        self.model = MODELS.build(cfg.model, "model", dataset=self.dataset).to(self.device)
+        self.optimizer = self.model.create_optimizer(max_steps)
+        self.renderer = RENDERERS.build(cfg.renderer, "renderer")
+        if isinstance(self.renderer, torch.nn.Module):
+            self.renderer = self.renderer.to(self.device)
+        self.strategy = None
+        if cfg.strategy is not None:
+            self.strategy = STRATEGIES.build(
+                cfg.strategy, "strategy", scene_extent=self.dataset.scene_extent, max_steps=max_steps
+            )
+            self.strategy.check(self.model, self.optimizer)
+        self.writer = WriterGroup(WRITERS.build(w, f"writers[{i}]", exp_dir=self.exp_dir) for i, w in enumerate(cfg.writers))
+        self.writer.write_config(to_dict(cfg))
+        self.hooks: list[Hook] = []
+        for hook in build_hooks(cfg.hooks):
+            self.register_hook(hook)
+
+    # --- hooks ----------------------------------------------------------------------------------
+    def register_hook(self, hook: Hook) -> None:
+        """Attach ``hook`` (weakly referencing this trainer) at its priority; ties go after existing ones."""
+        hook.trainer = self
+        self.hooks = sort_hooks([*self.hooks, hook])
+
+    def call_hook(self, name: str, **kwargs: Any) -> None:
+        """Call site ``name`` on every hook that has it, in priority order.
+
+        Works for the 22 built-in sites and for any custom site name a hook defines (a hook can
+        announce its own events, e.g. ``trainer.call_hook("after_densify", n_new=...)``).
+
+        Raises:
+            TypeError: a hook raised one (usually a wrong site signature); re-raised naming the hook.
+        """
+        for hook in self.hooks:
+            fn = getattr(hook, name, None)
+            if fn is None:
+                continue
+            try:
+                fn(**kwargs)
+            except TypeError as exc:
+                raise TypeError(f"hook {hook.name} ({type(hook).__module__}) failed at site {name!r}: {exc}") from exc
+
+    def hook_keys(self) -> list[str]:
+        """Stable names for hook states in checkpoints: the type name, ``#k`` for repeats."""
+        seen: dict[str, int] = {}
+        keys = []
+        for hook in self.hooks:
+            k = seen.get(hook.name, 0)
+            seen[hook.name] = k + 1
+            keys.append(hook.name if k == 0 else f"{hook.name}#{k}")
+        return keys
+
+    def hook_table(self) -> str:
+        return format_hook_table(self.hooks)
+
+    # --- run --------------------------------------------------------------------------------
+    def run(self, resume_from: str | Path | None = None) -> None:
+        """before_run -> (load checkpoint) -> train_loop -> test -> after_run; writers closed at the end.
+
+        Raises:
+            TrainingInterrupted: Ctrl-C during training (a checkpoint was saved first).
+        """
+        self.console.print(self.hook_table(), markup=False)
+        try:
+            self.call_hook("before_run")
+            to_load = resume_from or self.cfg.load_ckpt_before_run
+            if to_load:
+                self.load_checkpoint(to_load)
+            try:
+                self.train_loop()
+            except KeyboardInterrupt:
+                path = self.save_checkpoint(ckpt_io.checkpoint_name(self.global_step))
+                raise TrainingInterrupted(self.global_step, path) from None
+            if self.cfg.trainer.test_at_end:
+                self.test()
+            self.call_hook("after_run")
+        finally:
+            self.writer.close()
+
+    @contextlib.contextmanager
+    def _graceful_sigint(self) -> Iterator[None]:
+        """First Ctrl-C: finish the current step, then stop (so the checkpoint is consistent).
+
+        A second Ctrl-C interrupts immediately (the default behaviour), for a step that hangs.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signal handlers can only be installed from the main thread
+            return
+
+        def handler(signum: int, frame: Any) -> None:
+            if self._stop_requested:
+                raise KeyboardInterrupt
+            self._stop_requested = True
+            self.console.print("\nCtrl-C: stopping after this step (press again to stop now)", markup=False)
+
+        previous = signal.signal(signal.SIGINT, handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def train_loop(self) -> None:
+        """Train until ``trainer.max_steps``; validate every ``trainer.val_interval`` steps."""
+        cfg = self.cfg.trainer
+        self.call_hook("before_train")
+        start = time.perf_counter()
+        try:
+            with self._graceful_sigint():
+                while self.global_step < cfg.max_steps:
+                    self.model.train()
+                    self.call_hook("before_train_epoch")
+                    n_batches = 0
+                    for batch_idx, batch in enumerate(self.datapipeline.batches_for_epoch(self.epoch)):
+                        n_batches += 1
+                        self.call_hook("before_train_iter", batch_idx=batch_idx, batch=batch)
+                        self.train_step(batch)
+                        self.global_step += 1
+                        self.call_hook("after_train_iter", batch_idx=batch_idx, batch=batch)
+                        if cfg.val_interval > 0 and self.global_step % cfg.val_interval == 0:
+                            self.validation()
+                        if self._stop_requested:
+                            raise KeyboardInterrupt
+                        if self.global_step >= cfg.max_steps:
+                            break
+                    else:  # the epoch ran to its end (not cut short by max_steps)
+                        if n_batches == 0:
+                            raise DataError("dataset: the data pipeline yielded no training batches (no train views?)")
+                        self.epoch += 1
+                    self.call_hook("after_train_epoch")
+        finally:
+            self.train_seconds += time.perf_counter() - start
+        self.call_hook("after_train")
+
+    def train_step(self, batch: list) -> dict[str, Any]:
+        """One optimizer step on ``batch`` (a list of View). Returns the loss terms.
+
+        Order follows gsplat's simple_trainer: the optimizer steps *before* the strategy's
+        post-backward densification, because densifying replaces parameters with new tensors
+        that have no ``.grad``; stepping after that would silently skip this step's update.
+        """
+        step = self.global_step  # 0-based index of this step
+        if hasattr(self.model, "update_learning_rate"):
+            self.model.update_learning_rate(step)  # lr used *for* this step (3DGS convention)
+        render_out = self.renderer(self.model, [v.camera for v in batch], self.dataset.background)
+        self.render_out = render_out
+        loss_dict = dict(self.model.get_loss_dict(render_out, batch))
+        if self.strategy is not None:
+            for name, term in (self.strategy.extra_loss(self.model, step) or {}).items():
+                loss_dict[name] = term
+                loss_dict["loss"] = loss_dict["loss"] + term
+            self.strategy.step_pre_backward(self.model, self.optimizer, step, render_out)
+        loss_dict["loss"].backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.strategy is not None:
+            self.strategy.step_post_backward(self.model, self.optimizer, step, render_out)
+        # Detached so hooks holding on to loss_dict don't keep this step's graph alive.
+        self.loss_dict = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in loss_dict.items()}
+        return self.loss_dict
+
+    # --- evaluation -------------------------------------------------------------------------
+    @torch.no_grad()
+    def _evaluate(self, split: str, views: list, save_dir: Path | None) -> dict[str, dict[str, float | None]]:
+        """Render each view alone, collect per-view metrics, fill image_dict; calls the split's sites."""
+        was_training = self.model.training
+        self.model.eval()
+        self.image_dict = {}
+        per_view: dict[str, dict[str, float | None]] = {}
+        self.call_hook(f"before_{split}_epoch")
+        for i, view in enumerate(views):
+            batch = [view]
+            self.call_hook(f"before_{split}_iter", batch_idx=i, batch=batch)
+            self.render_out = self.renderer(self.model, [view.camera], self.dataset.background)
+            self.view_metrics = {k: _to_float(v) for k, v in self.model.get_metric_dict(self.render_out, batch).items()}
+            per_view[view.name] = self.view_metrics
+            render = image_to_uint8(self.render_out["rgb"][0])
+            gt = image_to_uint8(view.image)
+            if i < self.cfg.trainer.val_images:
+                self.image_dict[view.name] = np.concatenate([gt, render], axis=1)  # gt | render
+            if save_dir is not None:
+                import imageio.v3 as iio
+
+                for kind, image in (("render", render), ("gt", gt)):
+                    (save_dir / kind).mkdir(parents=True, exist_ok=True)
+                    iio.imwrite(save_dir / kind / f"{_file_stem(view.name)}.png", image)
+            self.call_hook(f"after_{split}_iter", batch_idx=i, batch=batch)
+        self.metric_dict = mean_metrics(per_view)
+        self.call_hook(f"after_{split}_epoch", metrics=self.metric_dict)
+        self.model.train(was_training)
+        return per_view
+
+    def validation(self) -> dict[str, float | None]:
+        """Mean metrics over the validation views (also in ``self.metric_dict``)."""
+        self.call_hook("before_val")
+        self._evaluate("val", list(self.dataset.val_views), None)
+        self.call_hook("after_val")
+        return self.metric_dict
+
+    def test(self) -> dict[str, Any]:
+        """Render every test view; write ``<exp_dir>/metrics.json`` and the PNGs; return the report."""
+        self.call_hook("before_test")
+        save_dir = self.exp_dir / "renders" / "test" if self.cfg.trainer.save_test_renders else None
+        per_view = self._evaluate("test", list(self.dataset.test_views), save_dir)
+        n = getattr(self.model, "num_gaussians", None)
+        report = {
+            "mean": self.metric_dict,
+            "per_view": per_view,
+            "num_gaussians": int(n) if n is not None else None,
+            "steps": self.global_step,
+            "train_seconds": round(self.train_seconds, 3),
+            "notes": dict(getattr(self.model, "metric_notes", {}) or {}),
+        }
+        (self.exp_dir / "metrics.json").write_text(json.dumps(report, indent=2))
+        self.call_hook("after_test")
+        return report
+
+    # --- checkpoints ------------------------------------------------------------------------
+    def save_checkpoint(self, filename: str | None = None, update_latest: bool = True) -> Path:
+        """Write a checkpoint of the current state to ``<exp_dir>/checkpoints/<filename>``.
+
+        Hooks see (and may extend) the dict in ``before_save_checkpoint``. Everything stored is
+        tensors or plain data, so :meth:`load_checkpoint` can use ``weights_only=True``.
+        """
+        filename = filename or ckpt_io.checkpoint_name(self.global_step)
+        checkpoint: dict[str, Any] = {
+            "format": ckpt_io.FORMAT_VERSION,
+            "step": self.global_step,
+            "epoch": self.epoch,
+            "train_seconds": self.train_seconds,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "strategy": self.strategy.state_dict() if self.strategy is not None else None,
+            "hooks": {key: hook.state_dict() for key, hook in zip(self.hook_keys(), self.hooks)},
+            "datapipeline": self.datapipeline.state_dict(),
+            "rng": ckpt_io.rng_state(),
+            "config": to_dict(self.cfg),
+        }
+        self.call_hook("before_save_checkpoint", checkpoint=checkpoint)
+        ckpt_dir = self.exp_dir / ckpt_io.CHECKPOINT_DIR
+        path = ckpt_io.save_checkpoint_file(checkpoint, ckpt_dir / filename)
+        if update_latest:
+            ckpt_io.write_latest_pointer(ckpt_dir, filename)
+        return path
+
+    def load_checkpoint(self, path: str | Path) -> dict[str, Any]:
+        """Restore everything :meth:`save_checkpoint` stored; continue training from its step.
+
+        The optimizer is re-created from the loaded model before its state is loaded: the model may
+        have a different number of Gaussians than at build time, i.e. new parameter tensors.
+
+        Raises:
+            CheckpointError: missing/corrupt file, or a checkpoint from an incompatible config.
+        """
+        path = Path(path)
+        ckpt = ckpt_io.load_checkpoint_file(path, map_location=self.device)
+        saved_type = (ckpt.get("config") or {}).get("model", {}).get("type")
+        if saved_type is not None and saved_type != self.cfg.model.get("type"):
+            raise CheckpointError(
+                f"{path}: checkpoint is from model type {saved_type!r}, this config has model.type "
+                f"{self.cfg.model.get('type')!r}"
+            )
+        try:
+            self.model.load_state_dict(ckpt["model"])
+            self.optimizer = self.model.create_optimizer(self.cfg.trainer.max_steps)
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+        except (RuntimeError, KeyError, ValueError) as exc:
+            detail = " ".join(str(exc).split())[:300]  # torch's message spans lines; keep its gist
+            raise CheckpointError(f"{path}: checkpoint does not match this config's model/optimizer: {detail}") from None
+        if self.strategy is not None and ckpt.get("strategy") is not None:
+            self.strategy.load_state_dict(ckpt["strategy"])
+        hook_states = ckpt.get("hooks", {})
+        for key, hook in zip(self.hook_keys(), self.hooks):
+            if key in hook_states:
+                hook.load_state_dict(hook_states[key])
+        self.datapipeline.load_state_dict(ckpt["datapipeline"])
+        ckpt_io.set_rng_state(ckpt["rng"])
+        self.global_step = int(ckpt["step"])
+        # The pipeline's epoch is authoritative: a checkpoint taken on an epoch's last batch has the
+        # pipeline already at the next epoch while the loop had not yet counted the finished one.
+        self.epoch = int(getattr(self.datapipeline, "epoch", ckpt.get("epoch", 0)))
+        self.train_seconds = float(ckpt.get("train_seconds", 0.0))
+        self.call_hook("after_load_checkpoint", checkpoint=ckpt)
+        return ckpt
