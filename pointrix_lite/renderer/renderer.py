@@ -1,0 +1,82 @@
+"""GaussianRenderer: renders a model's Gaussians into a batch of cameras (the trainer's renderer)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Sequence, Union
+
+import torch
+from torch import Tensor
+
+from ..errors import DataError
+from ..registry import RENDERERS
+from .rasterization import rasterization
+
+
+@RENDERERS.register()
+class GaussianRenderer:
+    """Renders RGB, expected depth and alpha for a list of same-sized cameras.
+
+    The output dict (``docs/architecture.md``): ``rgb [C,H,W,3]``, ``depth [C,H,W,1]``
+    (expected depth), ``alpha [C,H,W,1]``, ``means2d [C,N,2]`` (gradient retained for the
+    densification strategy), ``radii [C,N,2]``, ``visibility [C,N]``, ``width``, ``height``,
+    ``n_cameras``.
+    """
+
+    @dataclass
+    class Config:
+        backend: Literal["auto", "torch", "gsplat", "native"] = "auto"
+        rasterize_mode: Literal["classic", "antialiased"] = "classic"
+        eps2d: float = 0.3
+        near_plane: float = 0.01
+        far_plane: float = 1e10
+        radius_clip: float = 0.0
+        tile_size: int = 16
+        absgrad: bool = False
+
+    def __init__(self, config: "GaussianRenderer.Config | None" = None, **_: Any) -> None:
+        self.config = config or GaussianRenderer.Config()
+
+    def __call__(
+        self, model: Any, cameras: Sequence[Any], background: Union[Sequence[float], Tensor]
+    ) -> dict[str, Any]:
+        """Render ``model.render_params()`` into ``cameras`` (objects with viewmat, K, width, height)."""
+        if not cameras:
+            raise DataError("renderer: got an empty list of cameras")
+        width, height = int(cameras[0].width), int(cameras[0].height)
+        for cam in cameras:
+            if (int(cam.width), int(cam.height)) != (width, height):
+                name = getattr(cam, "name", "") or "?"
+                raise DataError(
+                    f"renderer: camera {name} is {cam.width}x{cam.height}, expected {width}x{height}; "
+                    "cameras in one batch must share their image size"
+                )
+        params = model.render_params()
+        means = params["means"]
+        device, dtype = means.device, means.dtype
+        viewmats = torch.stack([torch.as_tensor(c.viewmat) for c in cameras]).to(device=device, dtype=dtype)
+        Ks = torch.stack([torch.as_tensor(c.K) for c in cameras]).to(device=device, dtype=dtype)
+        bg = torch.as_tensor(background, dtype=dtype, device=device).reshape(1, 3).expand(len(cameras), 3)
+        cfg = self.config
+        colors, alphas, meta = rasterization(
+            means, params["quats"], params["scales"], params["opacities"], params["colors"],
+            viewmats, Ks, width, height,
+            near_plane=cfg.near_plane, far_plane=cfg.far_plane, radius_clip=cfg.radius_clip,
+            eps2d=cfg.eps2d, sh_degree=params["sh_degree"], backgrounds=bg,
+            render_mode="RGB+ED", rasterize_mode=cfg.rasterize_mode, tile_size=cfg.tile_size,
+            absgrad=cfg.absgrad, backend=cfg.backend,
+        )  # fmt: skip
+        means2d = meta["means2d"]
+        if means2d.requires_grad:
+            means2d.retain_grad()
+        return {
+            "rgb": colors[..., :3],
+            "depth": colors[..., 3:4],
+            "alpha": alphas,
+            "means2d": means2d,
+            "radii": meta["radii"],
+            "visibility": (meta["radii"] > 0).any(dim=-1),
+            "width": width,
+            "height": height,
+            "n_cameras": len(cameras),
+        }
