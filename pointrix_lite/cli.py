@@ -1,7 +1,9 @@
 """Command line: ``python scripts/train.py --config X.yaml [key=value ...] [options]``.
 
 Exit codes: 0 done, 2 user error (``error: <one line>`` on stderr), 130 interrupted by Ctrl-C
-(after saving a checkpoint; the message says how to resume).
+(after saving a checkpoint; the message says how to resume). Under ``torchrun`` errors read
+``error (rank k): ...`` and the failing rank exits at once (1 for an unexpected exception, after
+its traceback), so torchrun stops the other ranks; see docs/distributed.md.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from .errors import CheckpointError, PointrixError
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+EXIT_CRASH = 1  # an unexpected exception on one rank of a torchrun job (traceback printed)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,10 +52,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> int:
     from .components import import_all
+    from .engine import distributed
     from .engine.checkpoint import find_latest
     from .engine.experiment import load_experiment, resolve_device, save_config
     from .engine.hooks import build_hooks, format_hook_table
     from .engine.plugins import load_plugin
+    from .engine.preflight import check_free_space, check_output_dir, check_resume_file
     from .engine.trainer import DefaultTrainer, TrainingInterrupted
 
     import_all()
@@ -71,11 +76,22 @@ def run(args: argparse.Namespace) -> int:
             raise CheckpointError(f"--resume: no checkpoint in {exp_dir / 'checkpoints'} to resume from")
     elif args.resume is not None:
         resume = Path(args.resume)
-    save_config(cfg, exp_dir)
-    trainer = DefaultTrainer(cfg, exp_dir, resolve_device(cfg.device))
+    if resume is not None:
+        check_resume_file(resume)  # before the data set loads: a bad file fails in a second
+    # Under torchrun: join the process group; on CUDA each process takes the GPU of its LOCAL_RANK.
+    device = distributed.init_from_env(resolve_device(cfg.device))
+    main_process = distributed.is_main_process()
+    if main_process:
+        check_output_dir(exp_dir)
+        save_config(cfg, exp_dir)
+    trainer = DefaultTrainer(cfg, exp_dir, device)
+    if main_process:  # needs the model: the estimate is from its size (engine/preflight.py)
+        check_free_space(exp_dir, trainer.model, trainer.hooks, cfg.trainer.max_steps)
     try:
         trainer.run(resume_from=resume)
     except TrainingInterrupted as stop:
+        if not main_process:
+            return EXIT_INTERRUPTED
         print(
             f"\ninterrupted at step {stop.step}; checkpoint saved to {stop.checkpoint}\n"
             f"resume with: python scripts/train.py --config {exp_dir / 'config.yaml'} --resume"
@@ -83,7 +99,11 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
-    print(f"done: {trainer.global_step} steps; outputs in {exp_dir}")
+    if main_process:
+        from .engine.summary import trainer_summary
+
+        print(trainer_summary(trainer))
+    distributed.teardown()
     return 0
 
 
@@ -92,8 +112,41 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args)
     except PointrixError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USER_ERROR
+        print(f"error{_rank_tag()}: {exc}", file=sys.stderr)
+        return _fail(EXIT_USER_ERROR)
     except KeyboardInterrupt:  # Ctrl-C outside the training loop (loading data, testing)
         print("\ninterrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _fail(EXIT_INTERRUPTED)
+    except Exception as exc:
+        from .engine.preflight import os_error_message
+
+        message = os_error_message(exc) if isinstance(exc, OSError) else None
+        if message is not None:  # disk full / no permission while writing outputs: the user's to fix
+            print(f"error{_rank_tag()}: {message}", file=sys.stderr)
+            return _fail(EXIT_USER_ERROR)
+        if os.environ.get("WORLD_SIZE", "1") in ("", "1"):
+            raise  # one process: the usual traceback
+        from .engine import distributed
+
+        if distributed.is_peer_failure(exc):  # not this rank's fault: point at the one that failed
+            print(f"error{_rank_tag()}: stopped because another rank failed (see its error)", file=sys.stderr)
+        else:
+            distributed.report_unexpected(exc)
+        return _fail(EXIT_CRASH)
+
+
+def _rank_tag() -> str:
+    # From the environment: the error may come before the process group exists (a config error).
+    return f" (rank {os.environ.get('RANK', '?')})" if os.environ.get("WORLD_SIZE", "1") not in ("", "1") else ""
+
+
+def _fail(code: int) -> int:
+    """``code``, or under torchrun an immediate exit with it (see ``distributed.abort``): the other
+    ranks are blocked in a collective this rank will never join, and torchrun stops them only
+    once this process is gone."""
+    if os.environ.get("WORLD_SIZE", "1") in ("", "1"):
+        return code
+    from .engine import distributed
+
+    distributed.abort(code)
+    return code  # not reached

@@ -12,6 +12,7 @@ use, and it is updated atomically like the checkpoints).
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import random
@@ -28,24 +29,60 @@ from ..errors import CheckpointError
 CHECKPOINT_DIR = "checkpoints"
 LATEST_POINTER = "latest.txt"
 FORMAT_VERSION = 1
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+class CheckpointWriteError(CheckpointError, OSError):
+    """Writing a checkpoint failed (disk full, read-only or vanished folder); the previous files are intact.
+
+    Also an ``OSError`` (with the original ``errno``) so code that handles I/O failures still sees one.
+    """
+
+
+def describe_write_error(path: Path, exc: OSError) -> str:
+    """One line for a failed write of ``path``: "disk full" for ENOSPC/EDQUOT, else the OS reason."""
+    reason = exc.strerror or type(exc).__name__
+    if exc.errno in DISK_FULL_ERRNOS:
+        return f"{path}: disk full ({reason}) while writing; files written before it are intact"
+    return f"{path}: cannot write ({reason})"
 
 
 def checkpoint_name(step: int) -> str:
     return f"step_{step:06d}.pth"
 
 
+def _umask() -> int:
+    mask = os.umask(0)  # the only portable way to read it; set straight back
+    os.umask(mask)
+    return mask
+
+
 def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write via a temp file in the same folder, flush + fsync, then ``os.replace`` over ``path``.
+
+    Raises:
+        CheckpointWriteError: the folder or file could not be written (disk full, permissions); the
+            temp file is removed and an existing ``path`` is untouched.
+    """
+    tmp: str | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        # mkstemp creates 0600; give the file the permissions a plain open() would (shared clusters).
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, mode) as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         # BaseException: a Ctrl-C during the write must not leave the temp file behind either.
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and not isinstance(exc, CheckpointError):
+            err = CheckpointWriteError(describe_write_error(path, exc))
+            err.errno = exc.errno
+            raise err from exc
         raise
     try:  # make the rename itself durable; not possible on every platform/filesystem
         dir_fd = os.open(path.parent, os.O_RDONLY)
@@ -80,21 +117,48 @@ def find_latest(exp_dir: str | Path) -> Path | None:
     return candidates[-1] if candidates else None
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+def check_checkpoint_file(path: str | Path) -> Path:
+    """Cheap up-front check (before a dataset is loaded): the file exists and ends like a zip archive.
+
+    ``torch.save`` writes a zip whose directory is at the very end, so a file cut off by a crash or
+    a partial copy fails here after reading a few kilobytes, not after minutes of loading data.
+
+    Raises:
+        CheckpointError: missing, or truncated / not a torch zip checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint file not found")
+    if not zipfile.is_zipfile(path):
+        raise CheckpointError(f"{path}: unreadable checkpoint (truncated or corrupt?): not a complete torch zip archive")
+    return path
+
+
 def load_checkpoint_file(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Load a checkpoint written by :func:`save_checkpoint_file`.
 
     Raises:
         CheckpointError: missing, truncated/corrupt, or not a pointrix_lite checkpoint.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: checkpoint file not found")
+    path = check_checkpoint_file(path)
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as exc:
+    except pickle.UnpicklingError as exc:
+        if "weights only load failed" in str(exc).lower():
+            # The file names Python callables (e.g. a __reduce__ payload); torch refused to import them.
+            raise CheckpointError(
+                f"{path}: refused to load: the file contains Python objects, not only tensors and plain data "
+                "(weights_only=True); it is not a pointrix_lite checkpoint and may run code if unpickled"
+            ) from None
+        raise CheckpointError(f"{path}: unreadable checkpoint (truncated or corrupt?): {_first_line(exc)}") from None
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as exc:
         # torch reports a cut-off zip as RuntimeError or OSError(EINVAL) depending on where it ends.
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CheckpointError(f"{path}: unreadable checkpoint (truncated or corrupt?): {first[:200]}") from None
+        raise CheckpointError(f"{path}: unreadable checkpoint (truncated or corrupt?): {_first_line(exc)}") from None
     if not isinstance(ckpt, dict) or "format" not in ckpt or "step" not in ckpt:
         raise CheckpointError(f"{path}: not a pointrix_lite checkpoint (no 'format'/'step' keys)")
     if ckpt["format"] != FORMAT_VERSION:

@@ -24,10 +24,11 @@ import torch
 from rich.console import Console
 
 from ..config import to_dict
-from ..errors import CheckpointError, DataError
+from ..errors import CheckpointError, ConfigError, DataError
 from ..registry import DATASETS, MODELS, RENDERERS, STRATEGIES, WRITERS
 from ..writers.base import WriterGroup, image_to_uint8
 from . import checkpoint as ckpt_io
+from . import distributed
 from .experiment import ExperimentConfig, resolve_device
 from .hooks.base import Hook
 from .hooks.builder import build_hooks, format_hook_table, sort_hooks
@@ -92,7 +93,8 @@ class DefaultTrainer:
     2. ``dataset = DATASETS.build(cfg.dataset, "dataset")``
     3. ``datapipeline = datapipeline_factory(dataset, batch_size, seed, rank, world_size)``
     4. ``model = MODELS.build(cfg.model, "model", dataset=dataset).to(device)``
-    5. ``optimizer = model.create_optimizer(max_steps)``
+    5. ``optimizer = model.create_optimizer(max_steps, batch_size=effective_batch_size)`` (the
+       ``batch_size`` keyword only when more than one view per step, over all processes)
     6. ``renderer = RENDERERS.build(cfg.renderer, "renderer")`` (moved to device if a Module)
     7. ``strategy = STRATEGIES.build(cfg.strategy, "strategy", scene_extent=..., max_steps=...)``
        and ``strategy.check(model, optimizer)``, or ``None``
@@ -117,7 +119,8 @@ class DefaultTrainer:
         self.exp_dir = Path(exp_dir)
         self.exp_dir.mkdir(parents=True, exist_ok=True)
         self.device = torch.device(resolve_device(str(device)))
-        self.rank, self.world_size = 0, 1  # a later issue adds torch.distributed
+        # torchrun: cli.py joined the process group; see engine/distributed.py and docs/distributed.md.
+        self.rank, self.world_size = distributed.get_rank(), distributed.get_world_size()
         self.console = Console(highlight=False)
 
         # Run state, read and written by hooks.
@@ -138,7 +141,8 @@ class DefaultTrainer:
         factory = datapipeline_factory or default_datapipeline
         self.datapipeline = factory(self.dataset, cfg.trainer.batch_size, cfg.seed, self.rank, self.world_size)
         self.model = MODELS.build(cfg.model, "model", dataset=self.dataset).to(self.device)
-        self.optimizer = self.model.create_optimizer(max_steps)
+        distributed.broadcast_params(dict(self.model.named_parameters()))  # every rank starts from rank 0's model
+        self.optimizer = self._create_optimizer()
         self.renderer = RENDERERS.build(cfg.renderer, "renderer")
         if isinstance(self.renderer, torch.nn.Module):
             self.renderer = self.renderer.to(self.device)
@@ -148,11 +152,36 @@ class DefaultTrainer:
                 cfg.strategy, "strategy", scene_extent=self.dataset.scene_extent, max_steps=max_steps
             )
             self.strategy.check(self.model, self.optimizer)
-        self.writer = WriterGroup(WRITERS.build(w, f"writers[{i}]", exp_dir=self.exp_dir) for i, w in enumerate(cfg.writers))
+        # Only rank 0 writes: other ranks get an empty group, so hooks can write unconditionally.
+        writer_cfgs = cfg.writers if self.is_main_process else []
+        self.writer = WriterGroup(WRITERS.build(w, f"writers[{i}]", exp_dir=self.exp_dir) for i, w in enumerate(writer_cfgs))
         self.writer.write_config(to_dict(cfg))
         self.hooks: list[Hook] = []
         for hook in build_hooks(cfg.hooks):
             self.register_hook(hook)
+
+    # --- processes ------------------------------------------------------------------------------
+    @property
+    def is_main_process(self) -> bool:
+        """Rank 0: the process that prints, logs, saves checkpoints, validates, tests and exports."""
+        return self.rank == 0
+
+    @property
+    def effective_batch_size(self) -> int:
+        """Views per optimizer step over all processes (``trainer.batch_size * world_size``)."""
+        return self.cfg.trainer.batch_size * self.world_size
+
+    def _create_optimizer(self) -> Any:
+        batch = self.effective_batch_size
+        if batch == 1:  # the contract's create_optimizer(max_steps); a model may not take batch_size
+            return self.model.create_optimizer(self.cfg.trainer.max_steps)
+        try:
+            return self.model.create_optimizer(self.cfg.trainer.max_steps, batch_size=batch)
+        except ValueError as exc:  # e.g. Adam's beta1 = 1 - batch * 0.1 turns negative past 10 views
+            raise ConfigError(
+                f"trainer.batch_size: {self.cfg.trainer.batch_size} x {self.world_size} process(es) = {batch} "
+                f"views per step is too many for the model's optimizer ({exc})"
+            ) from None
 
     # --- hooks ----------------------------------------------------------------------------------
     def register_hook(self, hook: Hook) -> None:
@@ -198,7 +227,8 @@ class DefaultTrainer:
         Raises:
             TrainingInterrupted: Ctrl-C during training (a checkpoint was saved first).
         """
-        self.console.print(self.hook_table(), markup=False)
+        if self.is_main_process:
+            self.console.print(self.hook_table(), markup=False)
         try:
             self.call_hook("before_run")
             to_load = resume_from or self.cfg.load_ckpt_before_run
@@ -209,11 +239,16 @@ class DefaultTrainer:
             except KeyboardInterrupt:
                 path = self.save_checkpoint(ckpt_io.checkpoint_name(self.global_step))
                 raise TrainingInterrupted(self.global_step, path) from None
-            if self.cfg.trainer.test_at_end:
+            if self.cfg.trainer.test_at_end and self.is_main_process:
                 self.test()
             self.call_hook("after_run")
-        finally:
-            self.writer.close()
+        except BaseException:
+            # The error that stopped the run matters more than a failed flush (on a full disk the
+            # writers fail too): close what can be closed, then re-raise the original.
+            with contextlib.suppress(Exception):
+                self.writer.close()
+            raise
+        self.writer.close()
 
     @contextlib.contextmanager
     def _graceful_sigint(self) -> Iterator[None]:
@@ -229,7 +264,8 @@ class DefaultTrainer:
             if self._stop_requested:
                 raise KeyboardInterrupt
             self._stop_requested = True
-            self.console.print("\nCtrl-C: stopping after this step (press again to stop now)", markup=False)
+            if self.is_main_process:  # under torchrun every rank gets the signal; say it once
+                self.console.print("\nCtrl-C: stopping after this step (press again to stop now)", markup=False)
 
         previous = signal.signal(signal.SIGINT, handler)
         try:
@@ -254,9 +290,10 @@ class DefaultTrainer:
                         self.train_step(batch)
                         self.global_step += 1
                         self.call_hook("after_train_iter", batch_idx=batch_idx, batch=batch)
-                        if cfg.val_interval > 0 and self.global_step % cfg.val_interval == 0:
+                        if cfg.val_interval > 0 and self.global_step % cfg.val_interval == 0 and self.is_main_process:
                             self.validation()
-                        if self._stop_requested:
+                        # Ranks must stop at the same step: a Ctrl-C may reach them at different times.
+                        if distributed.any_rank(self._stop_requested):
                             raise KeyboardInterrupt
                         if self.global_step >= cfg.max_steps:
                             break
@@ -288,12 +325,17 @@ class DefaultTrainer:
                 loss_dict["loss"] = loss_dict["loss"] + term
             self.strategy.step_pre_backward(self.model, self.optimizer, step, render_out)
         loss_dict["loss"].backward()
+        distributed.all_reduce_gradients(p for group in self.optimizer.param_groups for p in group["params"])
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.strategy is not None:
-            self.strategy.step_post_backward(self.model, self.optimizer, step, render_out)
-        # Detached so hooks holding on to loss_dict don't keep this step's graph alive.
-        self.loss_dict = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in loss_dict.items()}
+            # Seeded per step: every rank (and a resumed run) draws the same split offsets / noise.
+            with distributed.step_rng(self.cfg.seed, step, self.device):
+                self.strategy.step_post_backward(self.model, self.optimizer, step, render_out)
+        # Detached so hooks holding on to loss_dict don't keep this step's graph alive; averaged
+        # over ranks so logs and NaNGuardHook see the loss of the whole batch on every rank.
+        detached = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in loss_dict.items()}
+        self.loss_dict = distributed.mean_over_ranks(detached)
         return self.loss_dict
 
     # --- evaluation -------------------------------------------------------------------------
@@ -360,6 +402,8 @@ class DefaultTrainer:
         tensors or plain data, so :meth:`load_checkpoint` can use ``weights_only=True``.
         """
         filename = filename or ckpt_io.checkpoint_name(self.global_step)
+        if not self.is_main_process:  # ranks hold identical state; rank 0 alone writes it
+            return self.exp_dir / ckpt_io.CHECKPOINT_DIR / filename
         checkpoint: dict[str, Any] = {
             "format": ckpt_io.FORMAT_VERSION,
             "step": self.global_step,
@@ -399,7 +443,7 @@ class DefaultTrainer:
             )
         try:
             self.model.load_state_dict(ckpt["model"])
-            self.optimizer = self.model.create_optimizer(self.cfg.trainer.max_steps)
+            self.optimizer = self._create_optimizer()
             self.optimizer.load_state_dict(ckpt["optimizer"])
         except (RuntimeError, KeyError, ValueError) as exc:
             detail = " ".join(str(exc).split())[:300]  # torch's message spans lines; keep its gist

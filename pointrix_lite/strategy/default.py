@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..engine import distributed
 from ..registry import STRATEGIES
 from .base import GSPLAT_DEFAULT_MAX_STEPS, Strategy
 from .ops import duplicate, remove, reset_opa, split
@@ -99,11 +100,22 @@ class DefaultStrategy(Strategy):
         radii = render_out["radii"]  # [C, N, 2]
         visible = (radii > 0).all(dim=-1)  # [C, N]
         gs_ids = torch.where(visible)[1]
-        self.state["grad2d"].index_add_(0, gs_ids, grads[visible].norm(dim=-1))
-        self.state["count"].index_add_(0, gs_ids, torch.ones_like(gs_ids, dtype=torch.float32))
+        if not distributed.is_distributed():
+            self.state["grad2d"].index_add_(0, gs_ids, grads[visible].norm(dim=-1))
+            self.state["count"].index_add_(0, gs_ids, torch.ones_like(gs_ids, dtype=torch.float32))
+        else:
+            # Each rank saw different cameras: sum this step's statistics over ranks so every rank
+            # makes the same grow/prune decisions (as one process rendering all cameras would).
+            grad_inc = torch.zeros(n, device=device).index_add_(0, gs_ids, grads[visible].norm(dim=-1))
+            count_inc = torch.zeros(n, device=device).index_add_(0, gs_ids, torch.ones_like(gs_ids, dtype=torch.float32))
+            distributed.all_reduce_sum_(grad_inc, count_inc)
+            self.state["grad2d"] += grad_inc
+            self.state["count"] += count_inc
         if self.cfg.refine_scale2d_stop_iter > 0:
             r = radii[visible].max(dim=-1).values.float() / float(max(render_out["width"], render_out["height"]))
-            self.state["radii"][gs_ids] = torch.maximum(self.state["radii"][gs_ids], r)
+            r_max = torch.zeros(n, device=device).index_reduce_(0, gs_ids, r, "amax")
+            distributed.all_reduce_max_(r_max)
+            self.state["radii"] = torch.maximum(self.state["radii"], r_max)
 
     @torch.no_grad()
     def _grow(self, model: Any, optimizer: torch.optim.Optimizer, step: int) -> tuple[int, int]:

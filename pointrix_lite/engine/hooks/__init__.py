@@ -3,6 +3,7 @@
 from .base import SITES, Hook
 from .builder import build_hooks, format_hook_table, sort_hooks
 from .checkpoint_hook import CheckPointHook
+from .export_hook import PlyExportHook
 from .iter_timer_hook import IterTimerHook
 from .log_hook import LogHook
 from .nan_guard_hook import NaNGuardHook, NonFiniteLossError
@@ -10,5 +11,5 @@ from .profiler_hook import ProfilerHook
 
 __all__ = [
     "SITES", "Hook", "build_hooks", "format_hook_table", "sort_hooks", "CheckPointHook", "IterTimerHook",
-    "LogHook", "NaNGuardHook", "NonFiniteLossError", "ProfilerHook",
+    "LogHook", "NaNGuardHook", "NonFiniteLossError", "PlyExportHook", "ProfilerHook",
 ]

@@ -57,7 +57,7 @@ class CheckPointHook(Hook):
         self._prune()
 
     def _prune(self) -> None:
-        if self.config.max_keep is None:
+        if self.config.max_keep is None or not self.trainer.is_main_process:  # rank 0 owns the files
             return
         ckpt_dir = Path(self.trainer.exp_dir) / CHECKPOINT_DIR
         while len(self.saved) > self.config.max_keep:

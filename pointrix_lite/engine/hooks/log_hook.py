@@ -77,7 +77,7 @@ class LogHook(Hook):
         t = self.trainer
         self._start_time = time.perf_counter()
         self._start_step = t.global_step
-        if self._use_bar():
+        if self._use_bar() and t.is_main_process:  # one bar per job, not one per process
             self._progress = Progress(
                 TextColumn("[bold]train"),
                 BarColumn(),
@@ -128,7 +128,7 @@ class LogHook(Hook):
         if self._progress is not None:
             speed, _, info = self._summary()
             self._progress.update(self._task, completed=t.global_step, speed=speed, info=info)
-        elif at_interval:
+        elif at_interval and t.is_main_process:
             speed, eta, info = self._summary()
             print(f"step {t.global_step}/{t.cfg.trainer.max_steps} | {speed} | ETA {eta} | {info}", flush=True)
 

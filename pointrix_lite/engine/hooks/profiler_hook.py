@@ -39,7 +39,8 @@ class ProfilerHook(Hook):
         self.trace_path: Path | None = None
 
     def before_train_iter(self, batch_idx: int, batch: list) -> None:
-        if self._prof is None and self.trainer.global_step + 1 == self.config.start_step:
+        # Rank 0 only: every rank would write the same trace file name.
+        if self._prof is None and self.trainer.is_main_process and self.trainer.global_step + 1 == self.config.start_step:
             activities = [torch.profiler.ProfilerActivity.CPU]
             if self.trainer.device.type == "cuda":
                 activities.append(torch.profiler.ProfilerActivity.CUDA)

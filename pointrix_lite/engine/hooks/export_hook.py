@@ -1,0 +1,65 @@
+"""PlyExportHook: write the trained Gaussians as a viewer-compatible PLY when training ends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...errors import ConfigError
+from ...registry import HOOKS
+from ..priority import Priority
+from .base import Hook
+
+
+@HOOKS.register()
+class PlyExportHook(Hook):
+    """Saves ``trainer.model`` to ``<exp_dir>/<filename>`` in INRIA 3DGS's PLY layout (``export/ply.py``).
+
+    Like MMEngine's task-specific hooks it is not a default hook: a config lists it under
+    ``hooks:`` (``configs/demo*.yaml`` do). A model without Gaussian ``params`` (a custom model)
+    is skipped with one printed line instead of failing a finished run.
+
+    Runs in ``after_train`` (before the test split is rendered, so a crash in testing still
+    leaves the PLY) at LOW priority: after LogHook has closed the progress bar, before
+    CheckPointHook's final save. ``every`` > 0 also writes ``point_cloud_step_XXXXXX.ply``
+    snapshots during training.
+    """
+
+    priority = Priority.LOW
+
+    @dataclass
+    class Config:
+        filename: str = "point_cloud.ply"  # relative to exp_dir
+        every: int = 0  # also write a step-numbered snapshot every N steps (0: only at the end)
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        if config.every < 0:
+            raise ConfigError(f"hooks.PlyExportHook.every: must be >= 0, got {config.every}")
+        if not config.filename or Path(config.filename).is_absolute():
+            raise ConfigError(f"hooks.PlyExportHook.filename: must be a path relative to exp_dir, got {config.filename!r}")
+        self.path: Path | None = None  # the last file written
+
+    def _export(self, path: Path) -> Path | None:
+        from ...export.ply import save_ply  # plyfile only when a run actually exports
+
+        if not getattr(self.trainer, "is_main_process", True):
+            return None  # under torchrun every rank holds the same model; rank 0 writes it
+        model = self.trainer.model
+        if not hasattr(model, "params"):
+            self.trainer.console.print(
+                f"PlyExportHook: {type(model).__name__} has no Gaussian params; no PLY written", markup=False
+            )
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = save_ply(model, path)
+        return self.path
+
+    def after_train_iter(self, batch_idx: int, batch: list) -> None:
+        step = self.trainer.global_step
+        if self.config.every > 0 and step % self.config.every == 0:
+            stem = Path(self.config.filename)
+            self._export(Path(self.trainer.exp_dir) / stem.with_name(f"{stem.stem}_step_{step:06d}{stem.suffix}"))
+
+    def after_train(self) -> None:
+        self._export(Path(self.trainer.exp_dir) / self.config.filename)
