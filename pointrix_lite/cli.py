@@ -76,8 +76,8 @@ def run(args: argparse.Namespace) -> int:
             raise CheckpointError(f"--resume: no checkpoint in {exp_dir / 'checkpoints'} to resume from")
     elif args.resume is not None:
         resume = Path(args.resume)
-    if resume is not None:
-        check_resume_file(resume)  # before the data set loads: a bad file fails in a second
+    if resume is not None or cfg.load_ckpt_before_run:
+        check_resume_file(resume or cfg.load_ckpt_before_run)  # before the data loads: fails in a second
     # Under torchrun: join the process group; on CUDA each process takes the GPU of its LOCAL_RANK.
     device = distributed.init_from_env(resolve_device(cfg.device))
     main_process = distributed.is_main_process()

@@ -13,6 +13,7 @@ use, and it is updated atomically like the checkpoints).
 from __future__ import annotations
 
 import errno
+import glob
 import os
 import pickle
 import random
@@ -51,10 +52,14 @@ def checkpoint_name(step: int) -> str:
     return f"step_{step:06d}.pth"
 
 
-def _umask() -> int:
+def _read_umask() -> int:
     mask = os.umask(0)  # the only portable way to read it; set straight back
     os.umask(mask)
     return mask
+
+
+# Read once at import: setting the umask, even briefly, would race with other threads creating files.
+_UMASK = _read_umask()
 
 
 def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
@@ -69,7 +74,7 @@ def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") ->
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         # mkstemp creates 0600; give the file the permissions a plain open() would (shared clusters).
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~_UMASK)
         with os.fdopen(fd, mode) as f:
             write(f)
             f.flush()
@@ -84,6 +89,10 @@ def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") ->
             err.errno = exc.errno
             raise err from exc
         raise
+    # Temp files of earlier writes of this same file were left by a killed process (SIGKILL skips
+    # the cleanup above); one writer per file, so any other one is stale now.
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        stale.unlink(missing_ok=True)
     try:  # make the rename itself durable; not possible on every platform/filesystem
         dir_fd = os.open(path.parent, os.O_RDONLY)
         try:

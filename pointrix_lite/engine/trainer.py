@@ -445,7 +445,7 @@ class DefaultTrainer:
             self.model.load_state_dict(ckpt["model"])
             self.optimizer = self._create_optimizer()
             self.optimizer.load_state_dict(ckpt["optimizer"])
-        except (RuntimeError, KeyError, ValueError) as exc:
+        except (CheckpointError, RuntimeError, KeyError, ValueError) as exc:  # CheckpointError: the model's own check
             detail = " ".join(str(exc).split())[:300]  # torch's message spans lines; keep its gist
             raise CheckpointError(f"{path}: checkpoint does not match this config's model/optimizer: {detail}") from None
         if self.strategy is not None and ckpt.get("strategy") is not None:
