@@ -1,0 +1,128 @@
+"""Autograd Functions around the native kernels (hand-written backward passes).
+
+Split in two (projection, rasterization) so that ``means2d`` is a real
+intermediate tensor: autograd fills its ``.grad`` for densification.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+
+from ._build import load_extension
+
+
+def _ext() -> Any:
+    ext = load_extension()
+    if ext is None:  # callers check is_available() first; this is a programming error
+        from ._build import unavailable_reason
+
+        raise RuntimeError(f"native rasterizer unavailable: {unavailable_reason()}")
+    return ext
+
+
+_EMPTY = torch.empty(0)
+
+
+class ProjectGaussians(torch.autograd.Function):
+    """EWA projection: (means, quats, scales, viewmats) -> radii, means2d, depths, conics, compensations.
+
+    Opacities only pick the culling threshold and box size (no gradient), as in gsplat.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any, means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, viewmats: Tensor,
+        Ks: Tensor, width: int, height: int, eps2d: float, near_plane: float, far_plane: float,
+        radius_clip: float, calc_compensations: bool,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
+        radii, means2d, depths, conics, comps = _ext().project_fwd(
+            means, quats, scales, opacities, viewmats, Ks, width, height, eps2d, near_plane, far_plane,
+            radius_clip, calc_compensations,
+        )  # fmt: skip
+        ctx.save_for_backward(means, quats, scales, viewmats, Ks, radii, conics, comps)
+        ctx.args = (width, height, eps2d, calc_compensations)
+        ctx.mark_non_differentiable(radii)
+        return radii, means2d, depths, conics, comps
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: Any, v_radii: Tensor, v_means2d: Tensor, v_depths: Tensor, v_conics: Tensor, v_comps: Tensor
+    ) -> tuple[Optional[Tensor], ...]:
+        means, quats, scales, viewmats, Ks, radii, conics, comps = ctx.saved_tensors
+        width, height, eps2d, calc_comp = ctx.args
+        v_means, v_quats, v_scales, v_viewmats = _ext().project_bwd(
+            means, quats, scales, viewmats, Ks, width, height, eps2d, radii, conics, comps,
+            v_means2d.contiguous(), v_depths.contiguous(), v_conics.contiguous(),
+            v_comps.contiguous() if calc_comp else _EMPTY, calc_comp, ctx.needs_input_grad[4],
+        )  # fmt: skip
+        return (
+            v_means if ctx.needs_input_grad[0] else None,
+            v_quats if ctx.needs_input_grad[1] else None,
+            v_scales if ctx.needs_input_grad[2] else None,
+            None,
+            v_viewmats if ctx.needs_input_grad[4] else None,
+        ) + (None,) * 8
+
+
+class RasterizePixels(torch.autograd.Function):
+    """Front-to-back alpha compositing of binned 2D Gaussians -> colors [C,H,W,D], alphas [C,H,W,1].
+
+    ``bins`` = (tile_offsets, flatten_ids, gauss_offsets, pos_by_gauss) from ``bin_tiles``.
+    ``stats`` (a dict) receives ``n_evaluations``: (Gaussian, pixel) alpha evaluations done.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any, means2d: Tensor, conics: Tensor, colors: Tensor, opacities: Tensor,
+        backgrounds: Optional[Tensor], bins: tuple[Tensor, ...], width: int, height: int, tile_size: int,
+        absgrad: bool, stats: dict,
+    ) -> tuple[Tensor, Tensor]:  # fmt: skip
+        tile_offsets, flatten_ids = bins[0], bins[1]
+        bg = _EMPTY if backgrounds is None else backgrounds
+        out_c, out_a, T_final, last_ids, n_evals = _ext().raster_fwd(
+            means2d, conics, colors, opacities, bg, width, height, tile_size, tile_offsets, flatten_ids
+        )
+        stats["n_evaluations"] = n_evals
+        ctx.save_for_backward(means2d, conics, colors, opacities, bg, *bins, T_final, last_ids)
+        ctx.args = (width, height, tile_size, absgrad)
+        return out_c, out_a
+
+    @staticmethod
+    def backward(ctx: Any, v_colors: Tensor, v_alphas: Tensor) -> tuple[Optional[Tensor], ...]:  # type: ignore[override]
+        means2d, conics, colors, opacities, bg, t_off, f_ids, g_off, pos, T_final, last_ids = ctx.saved_tensors
+        width, height, tile_size, absgrad = ctx.args
+        v_m2d, v_con, v_col, v_op, v_abs = _ext().raster_bwd(
+            means2d, conics, colors, opacities, bg, width, height, tile_size, t_off, f_ids, g_off, pos,
+            T_final, last_ids, v_colors.float(), v_alphas.float(), absgrad,  # strided reads, no copy
+        )  # fmt: skip
+        if absgrad:
+            means2d.absgrad = v_abs  # read by densification, as gsplat does
+        v_bg = None
+        if ctx.needs_input_grad[4]:
+            v_bg = (v_colors * T_final[..., None]).sum(dim=(1, 2))
+        return v_m2d, v_con, v_col, v_op, v_bg, None, None, None, None, None, None
+
+
+class SHColors(torch.autograd.Function):
+    """``max(SH(mean - campos) + 0.5, 0)`` per camera -> [C, N, 3]; culled (radii 0) entries are 0.
+
+    ``coeffs`` is shared [N, K, 3] or per camera [C, N, K, 3]; gradients reach means, camera
+    centres (hence viewmats, through torch) and coefficients.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, means: Tensor, campos: Tensor, coeffs: Tensor, radii: Tensor, degree: int) -> Tensor:  # type: ignore[override]
+        coeffs4 = coeffs[None].expand(campos.shape[0], *coeffs.shape) if coeffs.dim() == 3 else coeffs
+        colors = _ext().sh_fwd(degree, means, campos, coeffs4, radii)
+        ctx.save_for_backward(means, campos, coeffs4, radii, colors)
+        ctx.degree = degree
+        return colors
+
+    @staticmethod
+    def backward(ctx: Any, v_colors: Tensor) -> tuple[Optional[Tensor], ...]:  # type: ignore[override]
+        means, campos, coeffs4, radii, colors = ctx.saved_tensors
+        v_coeffs, v_means, v_campos = _ext().sh_bwd(ctx.degree, means, campos, coeffs4, radii, colors, v_colors.contiguous())
+        return v_means, v_campos, v_coeffs, None, None

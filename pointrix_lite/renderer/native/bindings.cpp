@@ -1,0 +1,290 @@
+// Torch bindings: argument checks, output allocation, then plain kernels.
+// The only translation unit that includes libtorch headers (slow to compile).
+#include <torch/extension.h>
+
+#include <ATen/Parallel.h>
+
+#include <limits>
+
+#include "kernels.h"
+
+namespace {
+
+using at::Tensor;
+
+void check(const Tensor &t, const char *name, int64_t dim) {
+    TORCH_CHECK(t.device().is_cpu(), name, " must be a CPU tensor");
+    TORCH_CHECK(t.scalar_type() == at::kFloat, name, " must be float32");
+    TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+    TORCH_CHECK(t.dim() == dim, name, " must have ", dim, " dims");
+}
+
+void check_i32(const Tensor &t, const char *name) {
+    TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kInt && t.is_contiguous(), name,
+                " must be a contiguous CPU int32 tensor");
+}
+
+int threads() { return std::max(1, at::get_num_threads()); }
+
+plr::ProjectArgs project_args(const Tensor &means, const Tensor &quats, const Tensor &scales,
+                              const Tensor &opacities, const Tensor &viewmats, const Tensor &Ks,
+                              int64_t width, int64_t height, double eps2d, double near_plane,
+                              double far_plane, double radius_clip, bool calc_comp) {
+    check(means, "means", 2);
+    check(quats, "quats", 2);
+    check(scales, "scales", 2);
+    check(viewmats, "viewmats", 3);
+    check(Ks, "Ks", 3);
+    plr::ProjectArgs a;
+    a.C = viewmats.size(0);
+    a.N = means.size(0);
+    a.means = means.data_ptr<float>();
+    a.quats = quats.data_ptr<float>();
+    a.scales = scales.data_ptr<float>();
+    a.opacities = opacities.defined() ? opacities.data_ptr<float>() : nullptr;
+    a.viewmats = viewmats.data_ptr<float>();
+    a.Ks = Ks.data_ptr<float>();
+    a.width = static_cast<int>(width);
+    a.height = static_cast<int>(height);
+    a.eps2d = static_cast<float>(eps2d);
+    a.near_plane = static_cast<float>(near_plane);
+    a.far_plane = static_cast<float>(far_plane);
+    a.radius_clip = static_cast<float>(radius_clip);
+    a.calc_compensations = calc_comp;
+    a.nthreads = threads();
+    return a;
+}
+
+std::vector<Tensor> project_fwd(const Tensor &means, const Tensor &quats, const Tensor &scales,
+                                const Tensor &opacities, const Tensor &viewmats, const Tensor &Ks,
+                                int64_t width, int64_t height, double eps2d, double near_plane,
+                                double far_plane, double radius_clip, bool calc_comp) {
+    check(opacities, "opacities", 1);
+    auto a = project_args(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d,
+                          near_plane, far_plane, radius_clip, calc_comp);
+    auto f = means.options();
+    Tensor radii = at::empty({a.C, a.N, 2}, f.dtype(at::kInt));
+    Tensor means2d = at::empty({a.C, a.N, 2}, f);
+    Tensor depths = at::empty({a.C, a.N}, f);
+    Tensor conics = at::empty({a.C, a.N, 3}, f);
+    Tensor comps = calc_comp ? at::empty({a.C, a.N}, f) : at::empty({0}, f);
+    plr::project_fwd(a, radii.data_ptr<int32_t>(), means2d.data_ptr<float>(),
+                     depths.data_ptr<float>(), conics.data_ptr<float>(),
+                     calc_comp ? comps.data_ptr<float>() : nullptr);
+    return {radii, means2d, depths, conics, comps};
+}
+
+std::vector<Tensor> project_bwd(const Tensor &means, const Tensor &quats, const Tensor &scales,
+                                const Tensor &viewmats, const Tensor &Ks, int64_t width,
+                                int64_t height, double eps2d, const Tensor &radii,
+                                const Tensor &conics, const Tensor &comps, const Tensor &v_means2d,
+                                const Tensor &v_depths, const Tensor &v_conics,
+                                const Tensor &v_comps, bool calc_comp, bool viewmats_grad) {
+    auto a = project_args(means, quats, scales, Tensor(), viewmats, Ks, width, height, eps2d, 0.,
+                          0., 0., calc_comp);
+    check_i32(radii, "radii");
+    check(conics, "conics", 3);
+    check(v_means2d, "v_means2d", 3);
+    check(v_depths, "v_depths", 2);
+    check(v_conics, "v_conics", 3);
+    if (calc_comp) {
+        check(comps, "compensations", 2);
+        check(v_comps, "v_compensations", 2);
+    }
+    Tensor v_means = at::empty_like(means), v_quats = at::empty_like(quats),
+           v_scales = at::empty_like(scales);
+    Tensor v_viewmats = viewmats_grad ? at::empty_like(viewmats) : at::empty({0}, means.options());
+    plr::project_bwd(a, radii.data_ptr<int32_t>(), conics.data_ptr<float>(),
+                     calc_comp ? comps.data_ptr<float>() : nullptr, v_means2d.data_ptr<float>(),
+                     v_depths.data_ptr<float>(), v_conics.data_ptr<float>(),
+                     calc_comp ? v_comps.data_ptr<float>() : nullptr, v_means.data_ptr<float>(),
+                     v_quats.data_ptr<float>(), v_scales.data_ptr<float>(),
+                     viewmats_grad ? v_viewmats.data_ptr<float>() : nullptr);
+    return {v_means, v_quats, v_scales, v_viewmats};
+}
+
+// Returns tile_offsets [C*tiles+1], flatten_ids [n], gauss_offsets [C*N+1], pos_by_gauss [n].
+std::vector<Tensor> bin_tiles(const Tensor &means2d, const Tensor &radii, const Tensor &depths,
+                              int64_t width, int64_t height, int64_t tile_size) {
+    check(means2d, "means2d", 3);
+    check(depths, "depths", 2);
+    check_i32(radii, "radii");
+    TORCH_CHECK(tile_size > 0, "tile_size must be positive");
+    plr::BinArgs a;
+    a.C = means2d.size(0);
+    a.N = means2d.size(1);
+    TORCH_CHECK(a.C * a.N < std::numeric_limits<int32_t>::max(), "too many Gaussians x cameras");
+    a.means2d = means2d.data_ptr<float>();
+    a.radii = radii.data_ptr<int32_t>();
+    a.depths = depths.data_ptr<float>();
+    a.width = static_cast<int>(width);
+    a.height = static_cast<int>(height);
+    a.tile_size = static_cast<int>(tile_size);
+    a.tile_w = static_cast<int>((width + tile_size - 1) / tile_size);
+    a.tile_h = static_cast<int>((height + tile_size - 1) / tile_size);
+    a.nthreads = threads();
+    auto i32 = means2d.options().dtype(at::kInt);
+    Tensor gauss_offsets = at::empty({a.C * a.N + 1}, i32);
+    int64_t n = plr::bin_count(a, gauss_offsets.data_ptr<int32_t>());
+    TORCH_CHECK(n < std::numeric_limits<int32_t>::max(), "too many tile intersections: ", n);
+    Tensor tile_offsets = at::empty({a.C * a.tile_w * a.tile_h + 1}, i32);
+    Tensor flatten_ids = at::empty({n}, i32);
+    Tensor pos_by_gauss = at::empty({n}, i32);
+    plr::bin_fill(a, gauss_offsets.data_ptr<int32_t>(), tile_offsets.data_ptr<int32_t>(),
+                  flatten_ids.data_ptr<int32_t>(), pos_by_gauss.data_ptr<int32_t>());
+    return {tile_offsets, flatten_ids, gauss_offsets, pos_by_gauss};
+}
+
+plr::RasterArgs raster_args(const Tensor &means2d, const Tensor &conics, const Tensor &colors,
+                            const Tensor &opacities, const Tensor &backgrounds, int64_t width,
+                            int64_t height, int64_t tile_size, const Tensor &tile_offsets,
+                            const Tensor &flatten_ids) {
+    check(means2d, "means2d", 3);
+    check(conics, "conics", 3);
+    check_i32(tile_offsets, "tile_offsets");
+    check_i32(flatten_ids, "flatten_ids");
+    // colors [C,N,D] and opacities [C,N] may be expanded over cameras (stride 0)
+    TORCH_CHECK(colors.dim() == 3 && colors.scalar_type() == at::kFloat && colors.stride(2) == 1 &&
+                    colors.stride(1) == colors.size(2),
+                "colors must be float32 [C,N,D] with contiguous [N,D] rows");
+    TORCH_CHECK(opacities.dim() == 2 && opacities.scalar_type() == at::kFloat &&
+                    opacities.stride(1) == 1,
+                "opacities must be float32 [C,N] with contiguous rows");
+    plr::RasterArgs a;
+    a.C = means2d.size(0);
+    a.N = means2d.size(1);
+    a.D = static_cast<int>(colors.size(2));
+    a.means2d = means2d.data_ptr<float>();
+    a.conics = conics.data_ptr<float>();
+    a.colors = colors.data_ptr<float>();
+    a.colors_cam_stride = colors.stride(0);
+    a.opacities = opacities.data_ptr<float>();
+    a.opac_cam_stride = opacities.stride(0);
+    if (backgrounds.defined() && backgrounds.numel() > 0) {
+        check(backgrounds, "backgrounds", 2);
+        a.backgrounds = backgrounds.data_ptr<float>();
+    } else {
+        a.backgrounds = nullptr;
+    }
+    a.width = static_cast<int>(width);
+    a.height = static_cast<int>(height);
+    a.tile_size = static_cast<int>(tile_size);
+    a.tile_w = static_cast<int>((width + tile_size - 1) / tile_size);
+    a.tile_h = static_cast<int>((height + tile_size - 1) / tile_size);
+    TORCH_CHECK(tile_offsets.numel() == a.C * a.tile_w * a.tile_h + 1, "tile_offsets size mismatch");
+    a.tile_offsets = tile_offsets.data_ptr<int32_t>();
+    a.flatten_ids = flatten_ids.data_ptr<int32_t>();
+    a.nthreads = threads();
+    return a;
+}
+
+// Returns colors [C,H,W,D], alphas [C,H,W,1], T_final [C,H,W], last_ids [C,H,W], n_evals.
+std::tuple<Tensor, Tensor, Tensor, Tensor, int64_t> raster_fwd(
+    const Tensor &means2d, const Tensor &conics, const Tensor &colors, const Tensor &opacities,
+    const Tensor &backgrounds, int64_t width, int64_t height, int64_t tile_size,
+    const Tensor &tile_offsets, const Tensor &flatten_ids) {
+    auto a = raster_args(means2d, conics, colors, opacities, backgrounds, width, height, tile_size,
+                         tile_offsets, flatten_ids);
+    auto f = means2d.options();
+    Tensor out_c = at::empty({a.C, height, width, a.D}, f);
+    Tensor out_a = at::empty({a.C, height, width, 1}, f);
+    Tensor out_T = at::empty({a.C, height, width}, f);
+    Tensor last = at::empty({a.C, height, width}, f.dtype(at::kInt));
+    int64_t evals = plr::raster_fwd(a, out_c.data_ptr<float>(), out_a.data_ptr<float>(),
+                                    out_T.data_ptr<float>(), last.data_ptr<int32_t>());
+    return {out_c, out_a, out_T, last, evals};
+}
+
+// Returns v_means2d [C,N,2], v_conics [C,N,3], v_colors [C,N,D], v_opacities [C,N],
+// v_means2d_abs [C,N,2] (empty unless absgrad).
+std::vector<Tensor> raster_bwd(const Tensor &means2d, const Tensor &conics, const Tensor &colors,
+                               const Tensor &opacities, const Tensor &backgrounds, int64_t width,
+                               int64_t height, int64_t tile_size, const Tensor &tile_offsets,
+                               const Tensor &flatten_ids, const Tensor &gauss_offsets,
+                               const Tensor &pos_by_gauss, const Tensor &T_final,
+                               const Tensor &last_ids, const Tensor &v_colors_px,
+                               const Tensor &v_alphas_px, bool absgrad) {
+    auto a = raster_args(means2d, conics, colors, opacities, backgrounds, width, height, tile_size,
+                         tile_offsets, flatten_ids);
+    check_i32(gauss_offsets, "gauss_offsets");
+    check_i32(pos_by_gauss, "pos_by_gauss");
+    check_i32(last_ids, "last_ids");
+    check(T_final, "T_final", 3);
+    TORCH_CHECK(v_colors_px.scalar_type() == at::kFloat && v_colors_px.dim() == 4 &&
+                    v_alphas_px.scalar_type() == at::kFloat && v_alphas_px.dim() == 4,
+                "pixel gradients must be float32 [C,H,W,D] and [C,H,W,1]");
+    for (int i = 0; i < 4; ++i) a.v_colors_stride[i] = v_colors_px.stride(i);
+    for (int i = 0; i < 3; ++i) a.v_alphas_stride[i] = v_alphas_px.stride(i);
+    auto f = means2d.options();
+    Tensor v_means2d = at::empty({a.C, a.N, 2}, f);
+    Tensor v_conics = at::empty({a.C, a.N, 3}, f);
+    Tensor v_colors = at::empty({a.C, a.N, a.D}, f);
+    Tensor v_opac = at::empty({a.C, a.N}, f);
+    Tensor v_abs = absgrad ? at::empty({a.C, a.N, 2}, f) : at::empty({0}, f);
+    plr::raster_bwd(a, T_final.data_ptr<float>(), last_ids.data_ptr<int32_t>(),
+                    v_colors_px.data_ptr<float>(), v_alphas_px.data_ptr<float>(),
+                    gauss_offsets.data_ptr<int32_t>(), pos_by_gauss.data_ptr<int32_t>(),
+                    v_means2d.data_ptr<float>(), v_conics.data_ptr<float>(),
+                    v_colors.data_ptr<float>(), v_opac.data_ptr<float>(),
+                    absgrad ? v_abs.data_ptr<float>() : nullptr);
+    return {v_means2d, v_conics, v_colors, v_opac, v_abs};
+}
+
+plr::ShArgs sh_args(int64_t degree, const Tensor &means, const Tensor &campos, const Tensor &coeffs,
+                    const Tensor &radii) {
+    check(means, "means", 2);
+    check(campos, "campos", 2);
+    check_i32(radii, "radii");
+    TORCH_CHECK(degree >= 0 && degree <= 4, "sh_degree must be in 0..4");
+    TORCH_CHECK(coeffs.scalar_type() == at::kFloat && coeffs.dim() == 4 && coeffs.size(3) == 3 &&
+                    coeffs.stride(3) == 1 && coeffs.stride(2) == 3 && coeffs.stride(1) == 3 * coeffs.size(2),
+                "SH coefficients must be float32 [C,N,K,3] with contiguous [N,K,3] blocks");
+    plr::ShArgs a;
+    a.C = campos.size(0);
+    a.N = means.size(0);
+    a.K = static_cast<int>(coeffs.size(2));
+    a.degree = static_cast<int>(degree);
+    TORCH_CHECK((degree + 1) * (degree + 1) <= a.K, "too few SH coefficients for sh_degree");
+    a.means = means.data_ptr<float>();
+    a.campos = campos.data_ptr<float>();
+    a.coeffs = coeffs.data_ptr<float>();
+    a.coeffs_cam_stride = coeffs.stride(0);
+    a.radii = radii.data_ptr<int32_t>();
+    a.nthreads = threads();
+    return a;
+}
+
+Tensor sh_fwd(int64_t degree, const Tensor &means, const Tensor &campos, const Tensor &coeffs,
+              const Tensor &radii) {
+    auto a = sh_args(degree, means, campos, coeffs, radii);
+    Tensor colors = at::empty({a.C, a.N, 3}, means.options());
+    plr::sh_fwd(a, colors.data_ptr<float>());
+    return colors;
+}
+
+// Returns v_coeffs ([N,K,3] if coeffs are shared over cameras, else [C,N,K,3]), v_means, v_campos.
+std::vector<Tensor> sh_bwd(int64_t degree, const Tensor &means, const Tensor &campos,
+                           const Tensor &coeffs, const Tensor &radii, const Tensor &colors,
+                           const Tensor &v_colors) {
+    auto a = sh_args(degree, means, campos, coeffs, radii);
+    check(colors, "colors", 3);
+    check(v_colors, "v_colors", 3);
+    auto f = means.options();
+    Tensor v_coeffs = a.coeffs_cam_stride == 0 ? at::empty({a.N, a.K, 3}, f) : at::empty({a.C, a.N, a.K, 3}, f);
+    Tensor v_means = at::empty({a.N, 3}, f), v_campos = at::empty({a.C, 3}, f);
+    plr::sh_bwd(a, colors.data_ptr<float>(), v_colors.data_ptr<float>(), v_coeffs.data_ptr<float>(),
+                v_means.data_ptr<float>(), v_campos.data_ptr<float>());
+    return {v_coeffs, v_means, v_campos};
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    m.def("project_fwd", &project_fwd);
+    m.def("project_bwd", &project_bwd);
+    m.def("bin_tiles", &bin_tiles);
+    m.def("raster_fwd", &raster_fwd);
+    m.def("raster_bwd", &raster_bwd);
+    m.def("sh_fwd", &sh_fwd);
+    m.def("sh_bwd", &sh_bwd);
+}

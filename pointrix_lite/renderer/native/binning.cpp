@@ -1,0 +1,151 @@
+// Tile binning (gsplat IntersectTile.cu + radix sort + isect_offset_encode) done
+// as: sort each image's visible Gaussians by depth once, then a parallel
+// counting sort into tiles that preserves that order. Each tile list is then
+// front-to-back without per-tile sorting.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels.h"
+#include "pool.h"
+
+namespace plr {
+namespace {
+
+struct Rect {
+    int x0, y0, x1, y1;  // [x0,x1) x [y0,y1) in tiles
+};
+
+inline int clampi(float v, int hi) {
+    if (!(v > 0.f)) return 0;  // also maps NaN to 0, as a saturating cast would
+    return v > hi ? hi : static_cast<int>(v);
+}
+
+// Same float arithmetic as gsplat's intersect_tile_kernel.
+inline Rect tile_rect(const BinArgs &a, int64_t idx) {
+    const float ts = static_cast<float>(a.tile_size);
+    float rx = static_cast<float>(a.radii[2 * idx]), ry = static_cast<float>(a.radii[2 * idx + 1]);
+    float tx = a.means2d[2 * idx] / ts, ty = a.means2d[2 * idx + 1] / ts;
+    float trx = rx / ts, try_ = ry / ts;
+    return Rect{clampi(std::floor(tx - trx), a.tile_w), clampi(std::floor(ty - try_), a.tile_h),
+                clampi(std::ceil(tx + trx), a.tile_w), clampi(std::ceil(ty + try_), a.tile_h)};
+}
+
+inline bool visible(const BinArgs &a, int64_t idx) {
+    return a.radii[2 * idx] > 0 && a.radii[2 * idx + 1] > 0;
+}
+
+// Stable LSD radix sort of (float-bits key, id) pairs: equal depths keep index
+// order, like gsplat's stable CUB sort of (tile|depth) keys.
+void radix_sort(std::vector<uint32_t> &keys, std::vector<int32_t> &ids) {
+    const size_t n = keys.size();
+    std::vector<uint32_t> k2(n);
+    std::vector<int32_t> i2(n);
+    for (int shift = 0; shift < 32; shift += 8) {
+        size_t count[257] = {0};
+        for (size_t i = 0; i < n; ++i) ++count[((keys[i] >> shift) & 255u) + 1];
+        if (count[1 + ((keys.empty() ? 0 : keys[0] >> shift) & 255u)] == n) continue;  // all equal
+        for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
+        for (size_t i = 0; i < n; ++i) {
+            size_t dst = count[(keys[i] >> shift) & 255u]++;
+            k2[dst] = keys[i];
+            i2[dst] = ids[i];
+        }
+        keys.swap(k2);
+        ids.swap(i2);
+    }
+}
+
+}  // namespace
+
+int64_t bin_count(const BinArgs &a, int32_t *gauss_offsets) {
+    const int64_t total = a.C * a.N;
+    gauss_offsets[0] = 0;
+    parallel_chunks(total, 8192, a.nthreads, [&](int64_t begin, int64_t end) {
+    for (int64_t idx = begin; idx < end; ++idx) {
+        int32_t n = 0;
+        if (visible(a, idx)) {
+            Rect r = tile_rect(a, idx);
+            n = (r.x1 - r.x0) * (r.y1 - r.y0);
+        }
+        gauss_offsets[idx + 1] = n;
+    }
+    });
+    int64_t acc = 0;
+    for (int64_t idx = 0; idx < total; ++idx) {
+        acc += gauss_offsets[idx + 1];
+        gauss_offsets[idx + 1] = static_cast<int32_t>(acc);  // caller checks overflow
+    }
+    return acc;
+}
+
+void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offsets,
+              int32_t *flatten_ids, int32_t *pos_by_gauss) {
+    const int64_t C = a.C, N = a.N;
+    const int64_t tiles = static_cast<int64_t>(a.tile_w) * a.tile_h;
+
+    // 1. per image: Gaussians with at least one tile, sorted by depth
+    std::vector<std::vector<int32_t>> order(C);
+    parallel_items(C, a.nthreads, [&] { return [&](int64_t c) {
+        std::vector<uint32_t> keys;
+        std::vector<int32_t> &ids = order[c];
+        for (int64_t g = 0; g < N; ++g) {
+            const int64_t idx = c * N + g;
+            if (gauss_offsets[idx + 1] == gauss_offsets[idx]) continue;
+            uint32_t bits;
+            std::memcpy(&bits, a.depths + idx, sizeof(bits));
+            keys.push_back(bits);
+            ids.push_back(static_cast<int32_t>(idx));
+        }
+        radix_sort(keys, ids);
+    }; });
+    std::vector<int32_t> seq;
+    for (auto &o : order) seq.insert(seq.end(), o.begin(), o.end());
+    order.clear();
+
+    // 2. chunked counting sort by global tile id, chunks in sequence order
+    const int64_t S = static_cast<int64_t>(seq.size());
+    const int nchunks = std::max<int64_t>(1, std::min<int64_t>(a.nthreads, S / 4096 + 1));
+    std::vector<int32_t> counts(static_cast<size_t>(nchunks) * C * tiles, 0);
+    auto chunk_begin = [&](int k) { return S * k / nchunks; };
+    parallel_items(nchunks, nchunks, [&] { return [&](int64_t k) {
+        int32_t *cnt = counts.data() + static_cast<size_t>(k) * C * tiles;
+        for (int64_t s = chunk_begin(k); s < chunk_begin(k + 1); ++s) {
+            const int64_t idx = seq[s];
+            const int64_t base = (idx / N) * tiles;
+            Rect r = tile_rect(a, idx);
+            for (int y = r.y0; y < r.y1; ++y)
+                for (int x = r.x0; x < r.x1; ++x) ++cnt[base + y * a.tile_w + x];
+        }
+    }; });
+    // exclusive scan over (tile, chunk) turns counts into write cursors
+    int64_t acc = 0;
+    for (int64_t t = 0; t < C * tiles; ++t) {
+        tile_offsets[t] = static_cast<int32_t>(acc);
+        for (int k = 0; k < nchunks; ++k) {
+            int32_t &c = counts[static_cast<size_t>(k) * C * tiles + t];
+            int32_t n = c;
+            c = static_cast<int32_t>(acc);
+            acc += n;
+        }
+    }
+    tile_offsets[C * tiles] = static_cast<int32_t>(acc);
+    parallel_items(nchunks, nchunks, [&] { return [&](int64_t k) {
+        int32_t *cur = counts.data() + static_cast<size_t>(k) * C * tiles;
+        for (int64_t s = chunk_begin(k); s < chunk_begin(k + 1); ++s) {
+            const int64_t idx = seq[s];
+            const int64_t base = (idx / N) * tiles;
+            int32_t slot = gauss_offsets[idx];
+            Rect r = tile_rect(a, idx);
+            for (int y = r.y0; y < r.y1; ++y)
+                for (int x = r.x0; x < r.x1; ++x) {
+                    int32_t pos = cur[base + y * a.tile_w + x]++;
+                    flatten_ids[pos] = static_cast<int32_t>(idx);
+                    pos_by_gauss[slot++] = pos;
+                }
+        }
+    }; });
+}
+
+}  // namespace plr

@@ -1,0 +1,106 @@
+// Plain-pointer entry points of the native rasterizer. bindings.cpp validates
+// and allocates torch tensors, these functions only compute (multi-threaded
+// through pool.h).
+// Layouts are row-major and contiguous unless a stride is given.
+#pragma once
+
+#include <cstdint>
+
+namespace plr {
+
+struct ProjectArgs {
+    int64_t C, N;
+    const float *means;      // [N,3]
+    const float *quats;      // [N,4] wxyz, unnormalised
+    const float *scales;     // [N,3]
+    const float *opacities;  // [N]
+    const float *viewmats;   // [C,4,4]
+    const float *Ks;         // [C,3,3]
+    int width, height;
+    float eps2d, near_plane, far_plane, radius_clip;
+    bool calc_compensations;
+    int nthreads;
+};
+
+// Outputs [C,N,...]; culled entries get radii 0 and zeros elsewhere.
+void project_fwd(const ProjectArgs &a, int32_t *radii, float *means2d, float *depths,
+                 float *conics, float *compensations /* nullable */);
+
+// Gradients w.r.t. means/quats/scales (overwritten) and viewmats (nullable, overwritten).
+void project_bwd(const ProjectArgs &a, const int32_t *radii, const float *conics,
+                 const float *compensations, const float *v_means2d, const float *v_depths,
+                 const float *v_conics, const float *v_compensations /* nullable */,
+                 float *v_means, float *v_quats, float *v_scales, float *v_viewmats);
+
+// Tile binning: per image, visible Gaussians in front-to-back depth order
+// (ties by index), appended to every tile their radius box touches.
+struct BinArgs {
+    int64_t C, N;
+    const float *means2d;  // [C,N,2]
+    const int32_t *radii;  // [C,N,2]
+    const float *depths;   // [C,N]
+    int width, height, tile_size, tile_w, tile_h;
+    int nthreads;
+};
+// Pass 1: per-(c,g) tile counts and their exclusive prefix sum (gauss_offsets,
+// [C*N+1]); returns the number of intersections.
+int64_t bin_count(const BinArgs &a, int32_t *gauss_offsets);
+// Pass 2: tile_offsets [C*tiles+1], flatten_ids [n] (c*N+g) in tile-major,
+// depth-sorted order, and pos_by_gauss [n]: for (c,g)'s k-th intersection
+// (gauss-major), its position in flatten_ids (used to reduce gradients
+// without atomics).
+void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offsets,
+              int32_t *flatten_ids, int32_t *pos_by_gauss);
+
+struct RasterArgs {
+    int64_t C, N;
+    int D;
+    const float *means2d;    // [C,N,2]
+    const float *conics;     // [C,N,3]
+    const float *colors;     // [C,N,D], camera stride below (0 = shared)
+    int64_t colors_cam_stride;
+    const float *opacities;  // [C,N], camera stride below
+    int64_t opac_cam_stride;
+    const float *backgrounds;  // [C,D] nullable
+    int width, height, tile_size, tile_w, tile_h;
+    const int32_t *tile_offsets;  // [C*tiles+1]
+    const int32_t *flatten_ids;   // [n_isects]
+    int nthreads;
+    // element strides of the backward's incoming pixel gradients (they are
+    // often expanded views, e.g. from a sum(), and copying them costs more
+    // than the strided reads): colors [C,H,W,D], alphas [C,H,W,1]
+    int64_t v_colors_stride[4] = {0, 0, 0, 0};
+    int64_t v_alphas_stride[3] = {0, 0, 0};
+};
+
+// Returns the number of (Gaussian, pixel) evaluations performed.
+int64_t raster_fwd(const RasterArgs &a, float *out_colors /*[C,H,W,D]*/,
+                   float *out_alphas /*[C,H,W]*/, float *out_T /*[C,H,W]*/,
+                   int32_t *last_ids /*[C,H,W] tile-local, -1 none*/);
+
+// Per-intersection gradients, reduced per Gaussian through pos_by_gauss.
+// Outputs are [C,N,...] and fully overwritten; v_means2d_abs nullable.
+void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_ids,
+                const float *v_colors_px /*[C,H,W,D] strided*/, const float *v_alphas_px /*[C,H,W,1] strided*/,
+                const int32_t *gauss_offsets, const int32_t *pos_by_gauss,
+                float *v_means2d, float *v_conics, float *v_colors, float *v_opacities,
+                float *v_means2d_abs);
+
+struct ShArgs {
+    int64_t C, N;
+    int K, degree;
+    const float *means;   // [N,3]
+    const float *campos;  // [C,3]
+    const float *coeffs;  // [C,N,K,3], camera stride below (0 = shared [N,K,3])
+    int64_t coeffs_cam_stride;
+    const int32_t *radii;  // [C,N,2]: culled entries are skipped
+    int nthreads;
+};
+
+// colors [C,N,3] = max(SH(normalize(mean - campos)) + 0.5, 0); culled -> 0.
+void sh_fwd(const ShArgs &a, float *colors);
+// v_coeffs [N,K,3] (shared) or [C,N,K,3]; v_means [N,3]; v_campos [C,3]; all overwritten.
+void sh_bwd(const ShArgs &a, const float *colors, const float *v_colors, float *v_coeffs,
+            float *v_means, float *v_campos);
+
+}  // namespace plr

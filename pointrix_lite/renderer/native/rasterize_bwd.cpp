@@ -1,0 +1,352 @@
+// Backward of the alpha compositing (gsplat RasterizeToPixels3DGSBwd.cu):
+// each pixel walks its Gaussians back to front from the forward's last index,
+// recovering T by dividing by (1 - alpha) from the saved final T. Threads own
+// tiles and write one gradient row per intersection; a second pass sums each
+// Gaussian's rows in a fixed order, so there are no atomics and results do not
+// depend on the thread count.
+#include <cmath>
+#include <vector>
+
+#include "simd.h"
+#include "tile.h"
+
+namespace plr {
+namespace {
+
+// Per-intersection gradient row: [v_x, v_y, v_conic(3), v_opacity, v_color(D), |v_x|, |v_y|]
+constexpr int kXY = 0, kConic = 2, kOpac = 5, kColor = 6;
+
+// Any tile size (and the PLR_SCALAR build): plain per-pixel code.
+template <int TS_, int D_>
+struct BwdWorker {
+    const RasterArgs &a;
+    const Packed *packed;
+    const float *T_final, *v_px, *va_px;
+    const int32_t *last_ids;
+    float *rows;  // [n_isects, K]
+    const int K;
+    const bool absgrad;
+    const int TS = TS_ ? TS_ : a.tile_size;
+    const int D = D_ ? D_ : a.D;
+    std::vector<GaussRec> recs;
+    std::vector<float> cols, T, buf, vc, tfa, lane;
+    std::vector<int32_t> last, row_max;
+
+    BwdWorker(const RasterArgs &a_, const Packed *pk, const float *tf, const float *vp, const float *vap,
+              const int32_t *li, float *rw, int k, bool ag)
+        : a(a_), packed(pk), T_final(tf), v_px(vp), va_px(vap), last_ids(li), rows(rw), K(k), absgrad(ag),
+          T(TS * TS), buf(static_cast<size_t>(D) * TS * TS), vc(static_cast<size_t>(D) * TS * TS),
+          tfa(TS * TS), lane(static_cast<size_t>(8 + D) * TS), last(TS * TS), row_max(TS) {}
+
+    void operator()(int64_t t) {
+        // locals, so the compiler sees compile-time D / TS when specialised
+        const int D = D_ ? D_ : a.D;
+        const TileInfo ti = tile_info(a, t);
+        const int64_t n = ti.end - ti.begin;
+        if (n == 0) return;
+        float *out = rows + ti.begin * K;
+        std::fill(out, out + n * K, 0.f);
+        if (ti.w <= 0 || ti.h <= 0) return;
+        const int TS = TS_ ? TS_ : a.tile_size;
+        const int P = TS * TS;
+        const float *bg = a.backgrounds ? a.backgrounds + ti.cam * D : nullptr;
+        int max_last = -1;
+        for (int r = 0; r < TS; ++r) {
+            row_max[r] = -1;
+            for (int j = 0; j < TS; ++j) {
+                const int p = r * TS + j;
+                const bool in = r < ti.h && j < ti.w;
+                const int64_t pix = (ti.cam * a.height + ti.y0 + r) * a.width + ti.x0 + j;
+                const int64_t *cs = a.v_colors_stride, *as = a.v_alphas_stride;
+                const int64_t vpix = ti.cam * cs[0] + (ti.y0 + r) * cs[1] + (ti.x0 + j) * cs[2];
+                const int64_t apix = ti.cam * as[0] + (ti.y0 + r) * as[1] + (ti.x0 + j) * as[2];
+                last[p] = in ? last_ids[pix] : -1;
+                T[p] = in ? T_final[pix] : 0.f;
+                float bgdot = 0.f;
+                for (int k = 0; k < D; ++k) {
+                    const float v = in ? v_px[vpix + k * cs[3]] : 0.f;
+                    vc[static_cast<size_t>(k) * P + p] = v;
+                    buf[static_cast<size_t>(k) * P + p] = 0.f;
+                    if (bg) bgdot += bg[k] * v;
+                }
+                // d(out)/d(alpha_i) terms through the final T: alpha channel
+                // and background, both scale as T_final / (1 - alpha_i)
+                tfa[p] = in ? T[p] * (va_px[apix] - bgdot) : 0.f;
+                row_max[r] = std::max(row_max[r], last[p]);
+            }
+            max_last = std::max(max_last, row_max[r]);
+        }
+        if (max_last < 0) return;
+        gather_tile(a, packed, ti, recs, cols);
+        float px[TS_ ? TS_ : 1];
+        std::vector<float> px_dyn(TS_ ? 0 : TS);
+        float *pxs = TS_ ? px : px_dyn.data();
+        for (int j = 0; j < TS; ++j) pxs[j] = static_cast<float>(ti.x0 + j) + 0.5f;
+
+        float *gx = lane.data(), *gy = gx + TS, *gca = gy + TS, *gcb = gca + TS, *gcc = gcb + TS,
+              *go = gcc + TS, *gax = go + TS, *gay = gax + TS, *gcol = gay + TS;
+        for (int64_t i = max_last; i >= 0; --i) {
+            const GaussRec g = recs[i];
+            if (g.lo > g.hi) continue;
+            const float *col = cols.data() + i * D;
+            std::fill(lane.begin(), lane.end(), 0.f);
+            bool touched = false;
+            const int32_t ii = static_cast<int32_t>(i);
+            for (int r = g.lo; r <= g.hi; ++r) {
+                if (row_max[r] < ii) continue;
+                touched = true;
+                const float dy = g.y - (static_cast<float>(ti.y0 + r) + 0.5f);
+                float *Tr = T.data() + r * TS;
+                const int32_t *lr = last.data() + r * TS;
+                const float *tf = tfa.data() + r * TS;
+                for (int j = 0; j < TS; ++j) {
+                    const float dx = g.x - pxs[j];
+                    const float sigma = gauss_sigma(g.a, g.b, g.c, dx, dy);
+                    const float vis = exp_neg(-sigma);
+                    const float alpha = std::min(kMaxAlpha, g.o * vis);
+                    const bool valid = lr[j] >= ii && sigma >= 0.f && alpha >= kAlphaThreshold;
+                    const float ra = 1.f / (1.f - alpha);
+                    const float Tn = Tr[j] * ra;
+                    const float fac = alpha * Tn;
+                    float v_alpha = tf[j] * ra;
+                    for (int k = 0; k < D; ++k) {
+                        const size_t p = static_cast<size_t>(k) * P + r * TS + j;
+                        v_alpha += (col[k] * Tn - buf[p] * ra) * vc[p];
+                        gcol[k * TS + j] += valid ? fac * vc[p] : 0.f;
+                        buf[p] = valid ? buf[p] + col[k] * fac : buf[p];
+                    }
+                    // alpha is clamped at 0.999: no gradient through the clamp
+                    const bool inner = valid && g.o * vis <= kMaxAlpha;
+                    const float v_sigma = inner ? -g.o * vis * v_alpha : 0.f;
+                    const float vx = v_sigma * (g.a * dx + g.b * dy);
+                    const float vy = v_sigma * (g.b * dx + g.c * dy);
+                    gx[j] += vx;
+                    gy[j] += vy;
+                    gax[j] += std::fabs(vx);
+                    gay[j] += std::fabs(vy);
+                    gca[j] += 0.5f * v_sigma * dx * dx;
+                    gcb[j] += v_sigma * dx * dy;
+                    gcc[j] += 0.5f * v_sigma * dy * dy;
+                    go[j] += inner ? vis * v_alpha : 0.f;
+                    Tr[j] = valid ? Tn : Tr[j];
+                }
+            }
+            if (!touched) continue;
+            float *o = out + i * K;
+            auto hsum = [&](const float *v) {
+                float s = 0.f;
+                for (int j = 0; j < TS; ++j) s += v[j];
+                return s;
+            };
+            o[kXY] = hsum(gx);
+            o[kXY + 1] = hsum(gy);
+            o[kConic] = hsum(gca);
+            o[kConic + 1] = hsum(gcb);
+            o[kConic + 2] = hsum(gcc);
+            o[kOpac] = hsum(go);
+            for (int k = 0; k < D; ++k) o[kColor + k] = hsum(gcol + k * TS);
+            if (absgrad) {
+                o[kColor + D] = hsum(gax);
+                o[kColor + D + 1] = hsum(gay);
+            }
+        }
+    }
+};
+
+#ifdef PLR_HAVE_VEC
+// Tile size 16: one pixel row is one 16-lane vector.
+template <int D_>
+struct BwdWorkerVec {
+    const RasterArgs &a;
+    const Packed *packed;
+    const float *T_final, *v_px, *va_px;
+    const int32_t *last_ids;
+    float *rows;
+    const int K;
+    const bool absgrad;
+    const int D = D_ ? D_ : a.D;
+    std::vector<GaussRec> recs;
+    std::vector<float> cols;
+    std::vector<vf> T, buf, vc, tfa, gcol;
+    std::vector<vi> last;
+    int32_t row_max[kLanes];
+
+    BwdWorkerVec(const RasterArgs &a_, const Packed *pk, const float *tf, const float *vp, const float *vap,
+                 const int32_t *li, float *rw, int k, bool ag)
+        : a(a_), packed(pk), T_final(tf), v_px(vp), va_px(vap), last_ids(li), rows(rw), K(k), absgrad(ag),
+          T(kLanes), buf(static_cast<size_t>(D) * kLanes), vc(static_cast<size_t>(D) * kLanes),
+          tfa(kLanes), gcol(D), last(kLanes) {}
+
+    void operator()(int64_t t) {
+        // locals, so the compiler sees compile-time D / TS when specialised
+        const int D = D_ ? D_ : a.D;
+        const TileInfo ti = tile_info(a, t);
+        const int64_t n = ti.end - ti.begin;
+        if (n == 0) return;
+        float *out = rows + ti.begin * K;
+        std::fill(out, out + n * K, 0.f);
+        if (ti.w <= 0 || ti.h <= 0) return;
+        const float *bg = a.backgrounds ? a.backgrounds + ti.cam * D : nullptr;
+        int32_t max_last = -1;
+        for (int r = 0; r < kLanes; ++r) {
+            row_max[r] = -1;
+            for (int j = 0; j < kLanes; ++j) {
+                const bool in = r < ti.h && j < ti.w;
+                const int64_t pix = (ti.cam * a.height + ti.y0 + r) * a.width + ti.x0 + j;
+                const int64_t *cs = a.v_colors_stride, *as = a.v_alphas_stride;
+                const int64_t vpix = ti.cam * cs[0] + (ti.y0 + r) * cs[1] + (ti.x0 + j) * cs[2];
+                const int64_t apix = ti.cam * as[0] + (ti.y0 + r) * as[1] + (ti.x0 + j) * as[2];
+                last[r][j] = in ? last_ids[pix] : -1;
+                T[r][j] = in ? T_final[pix] : 0.f;
+                float bgdot = 0.f;
+                for (int k = 0; k < D; ++k) {
+                    const float v = in ? v_px[vpix + k * cs[3]] : 0.f;
+                    vc[k * kLanes + r][j] = v;
+                    buf[k * kLanes + r][j] = 0.f;
+                    if (bg) bgdot += bg[k] * v;
+                }
+                // the alpha channel and background see alpha_i through T_final / (1 - alpha_i)
+                tfa[r][j] = in ? T[r][j] * (va_px[apix] - bgdot) : 0.f;
+                row_max[r] = std::max(row_max[r], last[r][j]);
+            }
+            max_last = std::max(max_last, row_max[r]);
+        }
+        if (max_last < 0) return;
+        gather_tile(a, packed, ti, recs, cols);
+        vf iota;
+        for (int j = 0; j < kLanes; ++j) iota[j] = static_cast<float>(j);
+        const vf px = iota + (static_cast<float>(ti.x0) + 0.5f);
+
+        for (int32_t i = max_last; i >= 0; --i) {
+            const GaussRec g = recs[i];
+            if (g.lo > g.hi) continue;
+            const float *col = cols.data() + static_cast<int64_t>(i) * D;
+            const RowGauss rg = row_gauss(g.x, g.a, g.b, g.c, px);
+            const vf adx = g.a * rg.dx, half_dx2 = 0.5f * rg.dx * rg.dx;
+            vf gx{}, gy{}, gax{}, gay{}, gca{}, gcb{}, gcc{}, go{};
+            for (int k = 0; k < D; ++k) gcol[k] = vf{};
+            bool touched = false;
+            for (int r = g.lo; r <= g.hi; ++r) {
+                if (row_max[r] < i) continue;
+                touched = true;
+                const float dy = g.y - (static_cast<float>(ti.y0 + r) + 0.5f);
+                const vf sigma = row_sigma(rg, dy);
+                const vf vis = exp_neg(-sigma);
+                const vf e = g.o * vis;
+                const vf alpha = sel(e < kMaxAlpha, e, splat(kMaxAlpha));
+                const vi valid = (last[r] >= i) & (sigma >= 0.f) & (alpha >= kAlphaThreshold);
+                const vf ra = 1.f / (1.f - alpha);
+                const vf Tn = T[r] * ra;
+                const vf fac = sel(valid, alpha * Tn, vf{});
+                vf v_alpha = tfa[r] * ra;
+                for (int k = 0; k < D; ++k) {
+                    vf &bk = buf[k * kLanes + r];
+                    const vf vk = vc[k * kLanes + r];
+                    v_alpha = fmadd(col[k] * Tn - bk * ra, vk, v_alpha);
+                    gcol[k] = fmadd(fac, vk, gcol[k]);
+                    bk = fmadd(fac, col[k], bk);
+                }
+                // alpha is clamped at 0.999: no gradient through the clamp
+                const vi inner = valid & (e <= kMaxAlpha);
+                const vf v_sigma = sel(inner, -e * v_alpha, vf{});
+                const vf vx = v_sigma * (adx + g.b * dy);
+                const vf vy = v_sigma * (rg.bdx + g.c * dy);
+                gx += vx;
+                gy += vy;
+                if (absgrad) {
+                    gax += vabs(vx);
+                    gay += vabs(vy);
+                }
+                gca = fmadd(v_sigma, half_dx2, gca);
+                gcb = fmadd(v_sigma * rg.dx, dy, gcb);
+                gcc = fmadd(v_sigma, 0.5f * dy * dy, gcc);
+                go = fmadd(sel(inner, vis, vf{}), v_alpha, go);
+                T[r] = sel(valid, Tn, T[r]);
+            }
+            if (!touched) continue;
+            float *o = out + static_cast<int64_t>(i) * K;
+            o[kXY] = hsum(gx);
+            o[kXY + 1] = hsum(gy);
+            o[kConic] = hsum(gca);
+            o[kConic + 1] = hsum(gcb);
+            o[kConic + 2] = hsum(gcc);
+            o[kOpac] = hsum(go);
+            for (int k = 0; k < D; ++k) o[kColor + k] = hsum(gcol[k]);
+            if (absgrad) {
+                o[kColor + D] = hsum(gax);
+                o[kColor + D + 1] = hsum(gay);
+            }
+        }
+    }
+};
+#endif
+
+template <int TS_, int D_>
+void run(const RasterArgs &a, const float *tf, const float *vp, const float *vap, const int32_t *li,
+         float *rows, int K, bool absgrad) {
+    const int64_t n_tiles = a.C * a.tile_w * a.tile_h;
+    const std::vector<Packed> packed = pack_gaussians(a);
+#ifdef PLR_HAVE_VEC
+    if (TS_ == kLanes)
+        for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorkerVec<D_>(a, packed.data(), tf, vp, vap, li, rows, K, absgrad); });
+    else
+#endif
+        for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorker<TS_, D_>(a, packed.data(), tf, vp, vap, li, rows, K, absgrad); });
+}
+
+template <int TS_>
+void run_d(const RasterArgs &a, const float *tf, const float *vp, const float *vap, const int32_t *li,
+           float *rows, int K, bool absgrad) {
+    switch (a.D) {
+        case 1: return run<TS_, 1>(a, tf, vp, vap, li, rows, K, absgrad);
+        case 3: return run<TS_, 3>(a, tf, vp, vap, li, rows, K, absgrad);
+        case 4: return run<TS_, 4>(a, tf, vp, vap, li, rows, K, absgrad);
+        default: return run<TS_, 0>(a, tf, vp, vap, li, rows, K, absgrad);
+    }
+}
+
+}  // namespace
+
+void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_ids,
+                const float *v_colors_px, const float *v_alphas_px, const int32_t *gauss_offsets,
+                const int32_t *pos_by_gauss, float *v_means2d, float *v_conics, float *v_colors,
+                float *v_opacities, float *v_means2d_abs) {
+    const bool absgrad = v_means2d_abs != nullptr;
+    const int D = a.D;
+    const int K = kColor + D + (absgrad ? 2 : 0);
+    const int64_t n_isects = a.tile_offsets[a.C * a.tile_w * a.tile_h];
+    std::vector<float> rows(static_cast<size_t>(n_isects) * K);
+    if (a.tile_size == 16)
+        run_d<16>(a, T_final, v_colors_px, v_alphas_px, last_ids, rows.data(), K, absgrad);
+    else
+        run_d<0>(a, T_final, v_colors_px, v_alphas_px, last_ids, rows.data(), K, absgrad);
+
+    const int64_t total = a.C * a.N;
+    parallel_chunks(total, 4096, a.nthreads, [&](int64_t begin, int64_t end) {
+    for (int64_t idx = begin; idx < end; ++idx) {
+        float s[kColor + 2 + 64];
+        std::vector<float> big;
+        float *acc = s;
+        if (K > static_cast<int>(sizeof(s) / sizeof(float))) {
+            big.assign(K, 0.f);
+            acc = big.data();
+        }
+        for (int q = 0; q < K; ++q) acc[q] = 0.f;
+        for (int32_t e = gauss_offsets[idx]; e < gauss_offsets[idx + 1]; ++e) {
+            const float *row = rows.data() + static_cast<int64_t>(pos_by_gauss[e]) * K;
+            for (int q = 0; q < K; ++q) acc[q] += row[q];
+        }
+        v_means2d[2 * idx] = acc[kXY];
+        v_means2d[2 * idx + 1] = acc[kXY + 1];
+        for (int q = 0; q < 3; ++q) v_conics[3 * idx + q] = acc[kConic + q];
+        v_opacities[idx] = acc[kOpac];
+        for (int k = 0; k < D; ++k) v_colors[idx * D + k] = acc[kColor + k];
+        if (absgrad) {
+            v_means2d_abs[2 * idx] = acc[kColor + D];
+            v_means2d_abs[2 * idx + 1] = acc[kColor + D + 1];
+        }
+    }
+    });
+}
+
+}  // namespace plr

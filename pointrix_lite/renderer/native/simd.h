@@ -1,0 +1,129 @@
+// 16-lane float vectors (one tile row of 16 pixels) with GCC/Clang vector
+// extensions: AVX-512 registers under -march=native on such CPUs, pairs of
+// AVX2 / quads of SSE registers elsewhere. Every operation mirrors the scalar
+// code in common.h step by step (no FMA contraction), so both give bit-identical
+// alphas. Define PLR_SCALAR to compile without vector extensions.
+#pragma once
+
+#include <cstdint>
+
+#include "common.h"
+
+#if defined(__AVX512F__) || defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+#if !defined(PLR_SCALAR) && defined(__GNUC__)
+#define PLR_HAVE_VEC 1
+
+namespace plr {
+
+constexpr int kLanes = 16;
+typedef float vf __attribute__((vector_size(64)));
+typedef int32_t vi __attribute__((vector_size(64)));
+
+static inline vf splat(float s) { return vf{} + s; }
+static inline vi splati(int32_t s) { return vi{} + s; }
+static inline vf sel(vi m, vf a, vf b) { return m ? a : b; }
+static inline vi seli(vi m, vi a, vi b) { return m ? a : b; }
+
+static inline vf vabs(vf x) { return (vf)((vi)x & 0x7fffffff); }
+
+// a * b + c, fused where the target has FMA. Only the 16-lane path uses it;
+// forward and backward share the functions below, so both still see
+// bit-identical alphas (what the backward's threshold replay needs).
+static inline vf fmadd(vf a, vf b, vf c) {
+#if defined(__AVX512F__)
+    return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif defined(__FMA__)
+    __m256 a2[2], b2[2], c2[2];
+    __builtin_memcpy(a2, &a, sizeof(a));
+    __builtin_memcpy(b2, &b, sizeof(b));
+    __builtin_memcpy(c2, &c, sizeof(c));
+    c2[0] = _mm256_fmadd_ps(a2[0], b2[0], c2[0]);
+    c2[1] = _mm256_fmadd_ps(a2[1], b2[1], c2[1]);
+    vf r;
+    __builtin_memcpy(&r, c2, sizeof(r));
+    return r;
+#else
+    return a * b + c;
+#endif
+}
+static inline vf fmadd(vf a, float b, vf c) { return fmadd(a, splat(b), c); }
+
+// exp(x) for the alpha test: Cephes polynomial (~1-2 ulp) with round-to-nearest
+// range reduction through the 1.5 * 2^23 trick. x is clamped below at -87 so
+// the result stays normal; lanes with x > 88 (only from invalid negative sigma)
+// may produce garbage, which every caller masks out with sel(), never by multiplying.
+static inline vf exp_neg(vf x) {
+    const float kMagic = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer
+    x = sel(x < -87.f, splat(-87.f), x);
+    vf t = fmadd(x, 1.44269504088896341f, splat(kMagic));
+    vf n = t - kMagic;
+    vf r = fmadd(n, -0.693359375f, x);
+    r = fmadd(n, 2.12194440e-4f, r);
+    vf p = fmadd(splat(1.9875691500e-4f), r, splat(1.3981999507e-3f));
+    p = fmadd(p, r, splat(8.3334519073e-3f));
+    p = fmadd(p, r, splat(4.1665795894e-2f));
+    p = fmadd(p, r, splat(1.6666665459e-1f));
+    p = fmadd(p, r, splat(5.0000001201e-1f));
+    vf y = fmadd(p, r * r, r) + 1.f;
+    vi e = ((vi)t + (127 - 0x4B400000)) << 23;  // low mantissa bits of t hold n
+    return y * (vf)e;
+}
+
+// Per-Gaussian, per-tile-row constants of the falloff sigma(dx, dy) =
+// 0.5 a dx^2 + b dx dy + 0.5 c dy^2 along a 16-pixel row.
+struct RowGauss {
+    vf dx, half_adx2, bdx;
+    float half_c, b;
+};
+
+static inline RowGauss row_gauss(float gx, float a, float b, float c, vf px) {
+    RowGauss g;
+    g.dx = gx - px;
+    g.half_adx2 = (0.5f * a) * g.dx * g.dx;
+    g.bdx = b * g.dx;
+    g.half_c = 0.5f * c;
+    g.b = b;
+    return g;
+}
+
+static inline vf row_sigma(const RowGauss &g, float dy) {
+    return fmadd(g.bdx, dy, g.half_adx2 + g.half_c * dy * dy);
+}
+
+typedef float vf8 __attribute__((vector_size(32)));
+typedef float vf4 __attribute__((vector_size(16)));
+
+// Sum of the 16 lanes in a fixed pairwise order (deterministic, ISA-independent).
+__attribute__((always_inline)) static inline float hsum(vf v) {
+    vf8 lo, hi;
+    __builtin_memcpy(&lo, &v, sizeof(lo));
+    __builtin_memcpy(&hi, reinterpret_cast<const char *>(&v) + sizeof(lo), sizeof(hi));
+    vf8 s8 = lo + hi;
+    vf4 l4, h4;
+    __builtin_memcpy(&l4, &s8, sizeof(l4));
+    __builtin_memcpy(&h4, reinterpret_cast<const char *>(&s8) + sizeof(l4), sizeof(h4));
+    vf4 s4 = l4 + h4;
+    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+static inline bool any(vi m) {
+    int32_t s[kLanes];
+    __builtin_memcpy(s, &m, sizeof(s));
+    int32_t acc = 0;
+    for (int i = 0; i < kLanes; ++i) acc |= s[i];
+    return acc != 0;
+}
+
+static inline int count(vi m) {
+    int32_t s[kLanes];
+    __builtin_memcpy(s, &m, sizeof(s));
+    int n = 0;
+    for (int i = 0; i < kLanes; ++i) n += s[i] != 0;
+    return n;
+}
+
+}  // namespace plr
+#endif

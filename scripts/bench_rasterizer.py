@@ -1,0 +1,159 @@
+"""Benchmark the native C++ rasterizer against the pure-torch reference, side by side.
+
+    .venv/bin/python scripts/bench_rasterizer.py [--scenes small,large] [--reps 5] [--threads 2]
+
+For each fixed seeded scene and backend a fresh subprocess measures (so peak memory is
+per measurement): median forward ms, median forward+backward ms, peak memory, and the
+Gaussian-pixel alpha evaluations per second of the native forward. Peak memory is the
+growth of the process's peak RSS (``resource.getrusage(...).ru_maxrss``) over its RSS just
+before the first render, i.e. what rendering itself allocated, torch's allocations included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+# name: (width, height, n_gaussians, sh_degree)
+SCENES = {
+    "small": (160, 160, 20_000, 3),
+    "large": (400, 300, 200_000, 3),
+}
+
+
+def make_scene(width: int, height: int, n: int, sh_degree: int, seed: int = 0) -> dict:
+    """Gaussians filling a cube in front of one camera, sized like a trained scene's (a few px)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    means = (torch.rand(n, 3, generator=g) * 2 - 1) * torch.tensor([1.2, 1.2, 1.0])
+    spacing = (8.0 / n) ** (1 / 3)
+    scales = torch.exp(torch.randn(n, 3, generator=g) * 0.4) * spacing * 0.5
+    f = 1.0 * width
+    viewmat = torch.eye(4)
+    viewmat[2, 3] = 3.0  # camera 3 units behind the cube centre, looking along +z
+    return dict(
+        means=means,
+        quats=torch.randn(n, 4, generator=g),
+        scales=scales,
+        opacities=torch.rand(n, generator=g) * 0.9 + 0.05,
+        colors=torch.randn(n, (sh_degree + 1) ** 2, 3, generator=g) * 0.3,
+        viewmats=viewmat[None],
+        Ks=torch.tensor([[[f, 0, width / 2], [0, f, height / 2], [0, 0, 1]]]),
+        width=width,
+        height=height,
+        sh_degree=sh_degree,
+    )
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def worker(backend: str, scene_name: str, reps: int, threads: int) -> dict:
+    import torch
+
+    torch.set_num_threads(threads)
+    from pointrix_lite.renderer import rasterization
+
+    s = make_scene(*SCENES[scene_name])
+    if backend == "native":
+        from pointrix_lite.renderer import native
+
+        assert native.is_available(), native.unavailable_reason()
+    params = {k: s[k].clone().requires_grad_(True) for k in ("means", "quats", "scales", "opacities", "colors")}
+
+    def render():
+        return rasterization(params["means"], params["quats"], params["scales"], params["opacities"],
+                             params["colors"], s["viewmats"], s["Ks"], s["width"], s["height"],
+                             sh_degree=s["sh_degree"], backend=backend)  # fmt: skip
+
+    base_rss = _rss_mb()
+    fwd, fwdbwd = [], []
+    meta = {}
+    for _ in range(reps + 1):  # first round is warm-up (allocator, lazy init)
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            _, _, meta = render()
+            fwd.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        colors, alphas, meta = render()
+        meta["means2d"].retain_grad()
+        (colors.sum() + alphas.sum()).backward()
+        fwdbwd.append(time.perf_counter() - t0)
+        for p in params.values():
+            p.grad = None
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base_rss
+    return dict(
+        fwd_ms=1e3 * statistics.median(fwd[1:] if reps else fwd),
+        fwdbwd_ms=1e3 * statistics.median(fwdbwd[1:] if reps else fwdbwd),
+        peak_mb=peak_mb,
+        n_evals=meta.get("n_evaluations"),
+        visible=int((meta["radii"] > 0).all(-1).sum()),
+    )
+
+
+def measure(backend: str, scene: str, reps: int, threads: int) -> dict:
+    cmd = [sys.executable, __file__, "--worker", backend, "--scenes", scene, "--reps", str(reps),
+           "--threads", str(threads)]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scenes", default="small,large", help="comma list of: " + ", ".join(SCENES))
+    ap.add_argument("--reps", type=int, default=5, help="timed repetitions for the native backend")
+    ap.add_argument("--ref-reps", type=int, default=2, help="timed repetitions for the torch reference")
+    ap.add_argument("--large-ref-reps", type=int, default=1, help="reference repetitions on 'large' (slow)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--skip-ref", action="store_true", help="native only")
+    ap.add_argument("--train", action="store_true", help="TODO-lead: training iterations/s on the demo scene")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.scenes, args.reps, args.threads)))
+        return
+    if args.train:
+        # TODO-lead: wire "training iterations per second on the demo scene" once the trainer exists.
+        sys.exit("--train: not wired yet (TODO-lead: needs the trainer and demo scene)")
+
+    print(f"threads={args.threads}  (medians; fwd+bwd = forward with autograd + backward of sum(colors)+sum(alphas))")
+    header = f"{'scene':<22}{'backend':<8}{'fwd ms':>10}{'fwd+bwd ms':>12}{'peak MB':>9}{'Mevals/s':>10}"
+    print(header)
+    print("-" * len(header))
+    for scene in args.scenes.split(","):
+        w, h, n, sh = SCENES[scene]
+        label = f"{w}x{h} {n // 1000}k sh{sh}"
+        results = {"native": measure("native", scene, args.reps, args.threads)}
+        if not args.skip_ref:
+            ref_reps = args.large_ref_reps if scene == "large" else args.ref_reps
+            results["torch"] = measure("torch", scene, ref_reps, args.threads)
+        for backend, r in results.items():
+            if "error" in r:
+                print(f"{label:<22}{backend:<8}  failed: {r['error']}")
+                continue
+            evals = results["native"].get("n_evals") if "error" not in results["native"] else None
+            rate = f"{evals / r['fwd_ms'] / 1e3:10.1f}" if evals else f"{'':>10}"
+            print(f"{label:<22}{backend:<8}{r['fwd_ms']:10.1f}{r['fwdbwd_ms']:12.1f}{r['peak_mb']:9.0f}{rate}")
+        if "torch" in results and "error" not in results["torch"] and "error" not in results["native"]:
+            nat, ref = results["native"], results["torch"]
+            print(f"{'':<22}{'speed-up':<8}{ref['fwd_ms'] / nat['fwd_ms']:9.1f}x{ref['fwdbwd_ms'] / nat['fwdbwd_ms']:11.1f}x")
+        if "error" not in results["native"]:
+            nat = results["native"]
+            print(f"{'':<22}evals/frame={nat['n_evals']:,} ({nat['n_evals'] / (w * h):.0f}/px), "
+                  f"visible Gaussians={nat['visible']:,}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
