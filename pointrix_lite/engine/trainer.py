@@ -289,6 +289,9 @@ class DefaultTrainer:
                         self.call_hook("before_train_iter", batch_idx=batch_idx, batch=batch)
                         self.train_step(batch)
                         self.global_step += 1
+                        # Kept current every step: checkpoints saved inside the loop store it.
+                        now = time.perf_counter()
+                        self.train_seconds, start = self.train_seconds + now - start, now
                         self.call_hook("after_train_iter", batch_idx=batch_idx, batch=batch)
                         if cfg.val_interval > 0 and self.global_step % cfg.val_interval == 0 and self.is_main_process:
                             self.validation()

@@ -9,6 +9,7 @@ says why, so callers can fall back to the pure-torch backend.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import platform
 import threading
@@ -76,7 +77,16 @@ def load_extension() -> Optional[ModuleType]:
             _error = "disabled by POINTRIX_NATIVE_DISABLE"
             return None
         try:
-            from torch.utils.cpp_extension import load
+            # Importing cpp_extension on a CPU-only machine with a CUDA toolkit folder logs a
+            # "No CUDA runtime is found" warning to stderr on every run; it is irrelevant to a
+            # CPU-only build and would break the one-line error output of the CLI.
+            cpp_logger = logging.getLogger("torch.utils.cpp_extension")
+            previous = cpp_logger.level
+            cpp_logger.setLevel(logging.ERROR)
+            try:
+                from torch.utils.cpp_extension import load
+            finally:
+                cpp_logger.setLevel(previous)
         except Exception as exc:  # pragma: no cover - torch without cpp_extension
             _error = _short(exc)
             return None

@@ -1,0 +1,74 @@
+"""What every dataset shares: the contract's attributes, split checks and the demo-scene hook."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import DataError
+from .cameras import View, scene_extent
+from .pointcloud import PointCloud
+
+WHITE = (1.0, 1.0, 1.0)
+BLACK = (0.0, 0.0, 0.0)
+
+
+class SceneDataset:
+    """Base for registered datasets; subclasses load views then call :meth:`_finish`.
+
+    Attributes:
+        train_views, val_views, test_views: Lists of :class:`View` (val/test empty when ``eval`` is off).
+        point_cloud: Initial :class:`PointCloud` (None only if a dataset has no way to make one).
+        scene_extent: INRIA ``getNerfppNorm`` radius over the training cameras.
+        background: RGB in [0, 1] that transparent pixels were composited on (and to render on).
+    """
+
+    train_views: list[View]
+    val_views: list[View]
+    test_views: list[View]
+    point_cloud: PointCloud | None
+    scene_extent: float
+    background: tuple[float, float, float]
+
+    def _finish(
+        self,
+        train: list[View],
+        val: list[View],
+        test: list[View],
+        point_cloud: PointCloud | None,
+        source: Path,
+        need_test: bool,
+    ) -> None:
+        if not train:
+            raise DataError(f"{source}: the training split is empty")
+        if need_test and not test:
+            raise DataError(f"{source}: the test split is empty (set eval: false to train on every view)")
+        if point_cloud is not None and len(point_cloud) == 0:
+            raise DataError(f"{source}: the initial point cloud is empty")
+        for split in (train, val, test):
+            for i, v in enumerate(split):
+                v.index = i
+        self.train_views, self.val_views, self.test_views = train, val, test
+        self.point_cloud = point_cloud
+        self.scene_extent = scene_extent([v.camera for v in train])
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(train={len(self.train_views)}, val={len(self.val_views)}, "
+            f"test={len(self.test_views)}, points={len(self.point_cloud) if self.point_cloud else 0}, "
+            f"extent={self.scene_extent:.3f})"
+        )
+
+
+def require_dir(path: Path, key: str = "dataset.data_path") -> Path:
+    """Return ``path`` if it is a folder; generate the demo scene first if ``path`` is one of its layouts.
+
+    The demo is recognised by its shape, ``.../demo/nerf_synthetic`` or ``.../demo/colmap``, so a config
+    pointing at ``data/demo/...`` works on a fresh checkout without running ``scripts/make_demo.py``.
+    """
+    from .demo.make import LAYOUTS, ensure_demo  # local: the demo pulls in the ray caster
+
+    if not path.exists() and path.parent.name == "demo" and path.name in LAYOUTS:
+        ensure_demo(path.parent)
+    if not path.is_dir():
+        raise DataError(f"{key}: folder not found: {path}")
+    return path

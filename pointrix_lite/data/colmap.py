@@ -1,0 +1,120 @@
+"""COLMAP layout: ``images/`` plus a sparse model in ``sparse/0/`` (or ``sparse/``), binary or text.
+
+Only undistorted pinhole cameras are accepted (what ``colmap image_undistorter`` writes): splatting
+renders through an ideal pinhole, so treating a distorted camera as pinhole would silently blur the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..errors import DataError
+from ..registry import DATASETS
+from .base import BLACK, WHITE, SceneDataset, require_dir
+from .cameras import Camera, View, check_pose, viewmat_from_colmap
+from .colmap_io import ColmapCamera, ColmapImage, ColmapModel, find_sparse_dir, read_model
+from .images import downscale, find_image, load_rgb
+from .pointcloud import PointCloud
+
+PREDOWNSCALED = (2, 4, 8)  # INRIA/Mip-NeRF 360 ship images_2, images_4, images_8
+
+
+def pinhole_intrinsics(cam: ColmapCamera, cameras_file: Path) -> tuple[float, float, float, float]:
+    """``(fx, fy, cx, cy)`` of a PINHOLE or SIMPLE_PINHOLE camera; DataError for any other model."""
+    p = [float(v) for v in cam.params]
+    if cam.model == "PINHOLE" and len(p) == 4:
+        return p[0], p[1], p[2], p[3]
+    if cam.model == "SIMPLE_PINHOLE" and len(p) == 3:
+        return p[0], p[0], p[1], p[2]
+    raise DataError(
+        f"{cameras_file}: camera {cam.id} uses model {cam.model}, which has lens distortion or is not a "
+        "pinhole; only PINHOLE and SIMPLE_PINHOLE are supported -- undistort with colmap image_undistorter"
+    )
+
+
+@DATASETS.register()
+class ColmapDataset(SceneDataset):
+    """A COLMAP reconstruction of real photos (Mip-NeRF 360, Tanks and Temples, your own captures)."""
+
+    @dataclass
+    class Config:
+        data_path: str
+        """Folder holding ``images/`` and ``sparse/``."""
+        images: str = "images"
+        """Name of the image folder inside ``data_path``."""
+        white_background: bool = False
+        """Render (and composite any RGBA images) on white instead of black."""
+        scale: float = 1.0
+        """Downscale factor; ``images_<scale>/`` is used when it exists, else images are resized on load."""
+        test_every: int = 8
+        """Every n-th image, sorted by name, is a test view (INRIA's ``llffhold``)."""
+        eval: bool = True
+        """Hold out the test split; off = train on every image."""
+        max_points: int = 0
+        """Subsample the SfM point cloud to at most this many points (0 = all)."""
+        seed: int = 0
+        """Seed of point subsampling."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        if config.scale <= 0:
+            raise DataError(f"dataset.scale: must be positive, got {config.scale}")
+        if config.test_every < 1:
+            raise DataError(f"dataset.test_every: must be >= 1, got {config.test_every}")
+        root = require_dir(Path(config.data_path))
+        self.background = WHITE if config.white_background else BLACK
+        model = read_model(find_sparse_dir(root))
+        image_dir, prescaled = self._image_dir(root)
+
+        views = [self._load_view(model, im, image_dir, prescaled) for im in sorted(model.images.values(), key=lambda i: i.name)]
+        if config.eval:
+            test = [v for i, v in enumerate(views) if i % config.test_every == 0]
+            train = [v for i, v in enumerate(views) if i % config.test_every != 0]
+        else:
+            train, test = views, []
+        if len(model.xyz) == 0:
+            raise DataError(f"{model.files['points3D']}: point cloud is empty")
+        cloud = PointCloud.from_numpy(model.xyz, model.rgb.astype("float32") / 255.0)
+        self._finish(train, list(test), test, cloud.subsample(config.max_points, config.seed), root, config.eval)
+
+    def _image_dir(self, root: Path) -> tuple[Path, bool]:
+        s = self.config.scale
+        if float(s).is_integer() and int(s) in PREDOWNSCALED:
+            folder = root / f"{self.config.images}_{int(s)}"
+            if folder.is_dir():
+                return folder, True
+        folder = root / self.config.images
+        if not folder.is_dir():
+            raise DataError(f"{folder}: image folder not found")
+        return folder, False
+
+    def _load_view(self, model: ColmapModel, im: ColmapImage, image_dir: Path, prescaled: bool) -> View:
+        if im.camera_id not in model.cameras:
+            raise DataError(f"{model.files['images']}: image {im.name} refers to missing camera {im.camera_id}")
+        cam = model.cameras[im.camera_id]
+        fx, fy, cx, cy = pinhole_intrinsics(cam, model.files["cameras"])
+        w2c = check_pose(viewmat_from_colmap(im.qvec, im.tvec), f"{model.files['images']} image {im.name}")
+        name = Path(im.name).stem
+        camera = Camera(fx, fy, cx, cy, cam.width, cam.height, torch.from_numpy(w2c).float(), name)
+
+        path = find_image(image_dir / im.name)
+        image = load_rgb(path, self.background)
+        h, w = image.shape[:2]
+        if prescaled:
+            # Other tools round images_N sizes their own way; accept within a pixel and rescale K to match.
+            s = self.config.scale
+            if abs(w - cam.width / s) > 1 or abs(h - cam.height / s) > 1:
+                raise DataError(
+                    f"{path}: image is {w}x{h} but camera {cam.id} downscaled by {s:g} is "
+                    f"{cam.width / s:g}x{cam.height / s:g}"
+                )
+            return View(camera.scaled(s, width=w, height=h), torch.from_numpy(image), name, 0)
+        if (w, h) != (cam.width, cam.height):
+            raise DataError(f"{path}: image is {w}x{h} but camera {cam.id} is {cam.width}x{cam.height}")
+        if self.config.scale != 1.0:
+            camera = camera.scaled(self.config.scale)
+            image = downscale(image, camera.width, camera.height)
+        return View(camera, torch.from_numpy(image), name, 0)

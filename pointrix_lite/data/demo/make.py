@@ -1,0 +1,108 @@
+"""Render the demo scene and write it in both supported layouts.
+
+``<out>/nerf_synthetic/``: ``transforms_train.json`` / ``transforms_test.json`` (Blender c2w,
+``camera_angle_x``, ``file_path`` without extension like the original Blender scenes), ``train/*.png``,
+``test/*.png`` and ``points3d.ply``.
+``<out>/colmap/``: ``images/*.png`` and ``sparse/0/{cameras,images,points3D}.bin`` (one PINHOLE camera).
+
+Both hold the same 48 views (``r_000`` .. ``r_047``; every 8th is a test view) and the same point cloud,
+so the two loaders must produce identical datasets.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..cameras import blender_c2w_from_viewmat, rotmat_to_qvec
+from ..colmap_io import ColmapCamera, ColmapImage, ColmapModel, write_model
+from ..images import write_png
+from ..pointcloud import PointCloud, write_ply_points
+from .scene import DemoCamera, build_scene, camera_ring, render, sample_surface_points
+
+LAYOUTS = ("nerf_synthetic", "colmap")
+TEST_EVERY = 8
+SEED = 0
+
+
+def _is_test(i: int) -> bool:
+    return i % TEST_EVERY == 0
+
+
+def _noisy_points(prims, cams: list[DemoCamera], rng: np.random.Generator) -> PointCloud:
+    """~4k SfM-like points: visible surface samples with 1 cm position noise and some colour noise."""
+    xyz, rgb = sample_surface_points(prims, cams, per_view=100, rng=rng)
+    xyz = xyz + rng.normal(scale=0.01, size=xyz.shape)
+    rgb = np.clip(rgb + rng.normal(scale=0.03, size=rgb.shape), 0.0, 1.0)
+    # Quantise colours now so the PLY (uint8) and points3D.bin (uint8) carry exactly the same values.
+    return PointCloud.from_numpy(xyz, np.rint(rgb * 255.0) / 255.0)
+
+
+def _write_nerf_synthetic(root: Path, cams: list[DemoCamera], images: list[np.ndarray], cloud: PointCloud) -> None:
+    splits = {"train": [], "test": []}
+    for i, (cam, img) in enumerate(zip(cams, images)):
+        split = "test" if _is_test(i) else "train"
+        (root / split).mkdir(parents=True, exist_ok=True)
+        write_png(root / split / f"{cam.name}.png", img)
+        c2w = blender_c2w_from_viewmat(cam.w2c)
+        splits[split].append({"file_path": f"./{split}/{cam.name}", "transform_matrix": c2w.tolist()})
+    angle_x = 2.0 * math.atan(0.5 * cams[0].width / cams[0].fx)
+    for split, frames in splits.items():
+        with open(root / f"transforms_{split}.json", "w", encoding="utf-8") as f:
+            json.dump({"camera_angle_x": angle_x, "frames": frames}, f, indent=2)
+    write_ply_points(root / "points3d.ply", cloud)
+
+
+def _write_colmap(root: Path, cams: list[DemoCamera], images: list[np.ndarray], cloud: PointCloud) -> None:
+    (root / "images").mkdir(parents=True)
+    for cam, img in zip(cams, images):
+        write_png(root / "images" / f"{cam.name}.png", img)
+    c0 = cams[0]
+    camera = ColmapCamera(1, "PINHOLE", c0.width, c0.height, np.array([c0.fx, c0.fy, c0.cx, c0.cy]))
+    colmap_images = {
+        i + 1: ColmapImage(i + 1, rotmat_to_qvec(c.w2c[:3, :3]), c.w2c[:3, 3].copy(), 1, f"{c.name}.png")
+        for i, c in enumerate(cams)
+    }
+    rgb = np.rint(cloud.rgb.numpy().astype(np.float64) * 255.0).astype(np.uint8)
+    model = ColmapModel({1: camera}, colmap_images, cloud.xyz.numpy().astype(np.float64), rgb, {})
+    write_model(model, root / "sparse" / "0", binary=True)
+
+
+def generate_demo(out: Path, n_views: int = 48, size: int = 160) -> None:
+    """Render the scene and write both layouts under ``out`` (which must not exist yet)."""
+    out.mkdir(parents=True)
+    prims = build_scene()
+    cams = camera_ring(n_views, size=size, focal=190.0 * size / 160)
+    images = [np.clip(np.rint(render(prims, c) * 255.0), 0, 255).astype(np.uint8) for c in cams]
+    cloud = _noisy_points(prims, cams, np.random.default_rng(SEED))
+    _write_nerf_synthetic(out / "nerf_synthetic", cams, images, cloud)
+    _write_colmap(out / "colmap", cams, images, cloud)
+
+
+def ensure_demo(out: Path) -> Path:
+    """Generate the demo at ``out`` unless it is already there.
+
+    Rendering goes to a temporary sibling folder that is renamed into place at the end, so an
+    interrupted run never leaves a half-written ``out`` that later runs would take as complete, and two
+    processes racing to create it both end up with one whole copy.
+    """
+    if out.is_dir():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        generate_demo(tmp / "scene")
+        try:
+            os.rename(tmp / "scene", out)
+        except OSError:
+            if not out.is_dir():  # not a lost race: a real failure
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out

@@ -1,0 +1,99 @@
+"""Image files -> [H, W, 3] uint8 arrays: finding, decoding, alpha compositing and downscaling.
+
+Every failure is a one-line :class:`~pointrix_lite.errors.DataError` naming the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from ..errors import DataError
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".PNG", ".JPG", ".JPEG")
+
+
+def find_image(path: Path) -> Path:
+    """Resolve an image path that may lack its extension (NeRF-synthetic writes ``./train/r_0``).
+
+    Tries the path as given, then with each of ``IMAGE_EXTENSIONS`` appended.
+    """
+    if path.is_file():
+        return path
+    for ext in IMAGE_EXTENSIONS:
+        candidate = path.with_name(path.name + ext)
+        if candidate.is_file():
+            return candidate
+    raise DataError(f"{path}: image not found (also tried extensions {', '.join(IMAGE_EXTENSIONS[:3])})")
+
+
+def read_image(path: Path) -> np.ndarray:
+    """Decode an image file to uint8 [H, W, 3] (RGB) or [H, W, 4] (RGBA).
+
+    Grey, palette and 16-bit images are converted; 16-bit keeps its top 8 bits.
+    """
+    try:
+        with Image.open(path) as im:
+            im.load()
+            if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+                arr = (np.asarray(im, dtype=np.uint32) >> 8).clip(0, 255).astype(np.uint8)
+                return np.repeat(arr[..., None], 3, axis=-1)
+            has_alpha = im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info)
+            arr = np.asarray(im.convert("RGBA" if has_alpha else "RGB"))
+    except FileNotFoundError:
+        raise DataError(f"{path}: image not found") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise DataError(f"{path}: cannot decode image ({exc})") from None
+    return np.array(arr, dtype=np.uint8, copy=True)  # writable: torch.from_numpy warns on read-only arrays
+
+
+def composite(rgba: np.ndarray, background: tuple[float, float, float]) -> np.ndarray:
+    """Alpha-composite an [H, W, 4] uint8 image over a constant ``background`` (RGB in [0, 1]).
+
+    Returns:
+        [H, W, 3] uint8: ``round(255 * (rgb * a + bg * (1 - a)))`` computed in float.
+    """
+    if rgba.shape[-1] == 3:
+        return rgba
+    x = rgba.astype(np.float32) / 255.0
+    a = x[..., 3:4]
+    out = x[..., :3] * a + np.asarray(background, dtype=np.float32) * (1.0 - a)
+    return np.clip(np.rint(out * 255.0), 0, 255).astype(np.uint8)
+
+
+def downscale(image: np.ndarray, width: int, height: int) -> np.ndarray:
+    """Area-filter ``image`` ([H, W, C] uint8) down to ``width`` x ``height``.
+
+    An exact integer factor averages s x s blocks (the same as PIL's BOX filter, but exact and
+    independent of PIL's fixed-point rounding); other sizes use PIL's BOX filter.
+    """
+    h, w = image.shape[:2]
+    if (w, h) == (width, height):
+        return image
+    if w % width == 0 and h % height == 0 and w // width == h // height:
+        s = w // width
+        blocks = image.reshape(height, s, width, s, -1).astype(np.float32)
+        return np.clip(np.rint(blocks.mean(axis=(1, 3))), 0, 255).astype(np.uint8)
+    mode = "RGBA" if image.shape[-1] == 4 else "RGB"
+    return np.asarray(Image.fromarray(image, mode).resize((width, height), Image.Resampling.BOX))
+
+
+def load_rgb(
+    path: Path, background: tuple[float, float, float], size: tuple[int, int] | None = None
+) -> np.ndarray:
+    """Read, composite over ``background`` and, if ``size=(width, height)`` is given, downscale.
+
+    Compositing comes first: averaging straight-alpha RGBA would bleed the (arbitrary) colour of
+    transparent pixels into edges, while averaging composited pixels is exactly what a camera at the
+    lower resolution would see.
+    """
+    img = composite(read_image(path), background)
+    return img if size is None else downscale(img, *size)
+
+
+def write_png(path: Path, image: np.ndarray) -> None:
+    """Write an [H, W, 3|4] uint8 array as PNG (deterministic bytes for identical input)."""
+    mode = "RGBA" if image.shape[-1] == 4 else "RGB"
+    Image.fromarray(np.ascontiguousarray(image, dtype=np.uint8), mode).save(path, format="PNG")

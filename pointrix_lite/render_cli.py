@@ -1,0 +1,201 @@
+"""Command line: ``python scripts/render.py`` re-renders a trained model.
+
+Three things it does (the first two recompute ``metrics.json`` with the trainer's own ``test()``,
+so the numbers are exactly training's):
+
+- ``--exp-dir D``: test split from D's latest checkpoint (or ``--checkpoint``), written into D
+  (or ``--out``): ``metrics.json`` and ``renders/test/{render,gt}/``.
+- ``--ply FILE --data PATH``: a 3DGS PLY against a data set (layout inferred, or
+  ``--dataset-type``); output in ``--out`` (default ``<FILE without .ply>_render/``).
+- ``--trajectory orbit`` with either source: frames of a camera path around the scene and a
+  video instead of the test split (``<out>/trajectory/orbit/*.png`` + ``orbit.mp4`` or ``.gif``).
+
+Exit codes: 0 done, 2 bad input (``error: <one line>`` on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import torch
+
+from .errors import CheckpointError, ConfigError, DataError, PointrixError
+
+EXIT_USER_ERROR = 2
+# Layout marker -> dataset type, checked in this order by --data inference.
+LAYOUT_MARKERS: tuple[tuple[str, str], ...] = (("transforms_train.json", "NerfSyntheticDataset"), ("sparse", "ColmapDataset"))
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, like every other user error
+        print(f"error: {message} (see --help)", file=sys.stderr)
+        raise SystemExit(EXIT_USER_ERROR)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="render.py",
+        description="Re-render a trained model: test split + metrics.json, or a camera path video.",
+        epilog="examples: render.py --exp-dir outputs/demo | render.py --ply model.ply --data data/scene "
+        "| render.py --exp-dir outputs/demo --trajectory orbit --frames 90",
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--exp-dir", type=Path, help="experiment folder written by train.py (holds config.yaml)")
+    src.add_argument("--ply", type=Path, help="3DGS PLY file to render (needs --data)")
+    p.add_argument("--checkpoint", type=Path, help="with --exp-dir: this checkpoint instead of the latest")
+    p.add_argument("--data", type=Path, help="with --ply: data set folder whose cameras to render")
+    p.add_argument("--dataset-type", help="with --ply: registered dataset type (default: from the folder layout)")
+    p.add_argument("--scale", type=float, default=1.0, help="with --ply: image downscale factor of the data set")
+    p.add_argument("--out", type=Path, help="output folder (default: the exp dir, or <ply>_render/)")
+    p.add_argument("--backend", choices=("auto", "torch", "native", "gsplat"), help="rasterizer backend override")
+    p.add_argument("--trajectory", choices=("orbit",), help="render this camera path instead of the test split")
+    p.add_argument("--frames", type=int, default=120, help="frames on the camera path (default 120)")
+    p.add_argument("--fps", type=int, default=30, help="video frame rate (default 30)")
+    p.add_argument("--video", choices=("mp4", "gif"), default="mp4", help="video format (default mp4)")
+    p.add_argument("--plugin", action="append", default=[], metavar="FILE.py", help="import custom components first")
+    return p
+
+
+def _infer_dataset_type(data: Path) -> str:
+    if not data.is_dir():
+        raise DataError(f"--data: folder not found: {data}")
+    for marker, type_name in LAYOUT_MARKERS:
+        if (data / marker).exists():
+            return type_name
+    markers = " or ".join(m for m, _ in LAYOUT_MARKERS)
+    raise DataError(f"--data {data}: cannot tell the layout (no {markers}); pass --dataset-type")
+
+
+def _eval_only(cfg: Any, out: Path, backend: str | None) -> Any:
+    """The config with training-only parts removed: no writers, only LogHook (the metrics table)."""
+    renderer = dict(cfg.renderer, backend=backend) if backend else cfg.renderer
+    hooks = [h for h in cfg.hooks if h["type"] == "LogHook"]
+    return dataclasses.replace(cfg, exp_dir=str(out), writers=[], hooks=hooks, renderer=renderer)
+
+
+def _trainer_from_exp_dir(args: argparse.Namespace) -> tuple[Any, Path]:
+    from .engine.checkpoint import find_latest
+    from .engine.experiment import load_experiment
+    from .engine.trainer import DefaultTrainer
+
+    exp_dir = args.exp_dir
+    if not (exp_dir / "config.yaml").is_file():
+        raise ConfigError(f"--exp-dir {exp_dir}: no config.yaml (not an experiment folder written by train.py)")
+    ckpt = args.checkpoint or find_latest(exp_dir)
+    if ckpt is None:
+        raise CheckpointError(f"--exp-dir {exp_dir}: no checkpoint in {exp_dir / 'checkpoints'}")
+    if not Path(ckpt).is_file():
+        raise CheckpointError(f"--checkpoint: file not found: {ckpt}")
+    out = args.out or exp_dir
+    cfg = _eval_only(load_experiment(exp_dir / "config.yaml"), out, args.backend)
+    trainer = DefaultTrainer(cfg, out, cfg.device)
+    # The full resume path (not just the weights) so step / train_seconds match training's report.
+    trainer.load_checkpoint(ckpt)
+    return trainer, out
+
+
+def _trainer_from_ply(args: argparse.Namespace) -> tuple[Any, Path]:
+    from .engine.experiment import load_experiment
+    from .engine.trainer import DefaultTrainer
+    from .model.gaussian_model import GaussianModel
+    from .registry import DATASETS
+
+    if args.data is None:
+        raise ConfigError("--ply needs --data (the data set whose cameras to render)")
+    if not args.ply.is_file():
+        raise DataError(f"--ply: file not found: {args.ply}")
+    model = GaussianModel.from_ply(args.ply)  # a bad file fails here, before the data set loads
+    type_name = args.dataset_type or _infer_dataset_type(args.data)
+    DATASETS.get(type_name, "--dataset-type")
+    out = args.out or args.ply.with_name(f"{args.ply.stem}_render")
+    raw = {
+        "name": "render",
+        "exp_dir": str(out),
+        "trainer": {"max_steps": 0},
+        "dataset": {"type": type_name, "data_path": str(args.data), "scale": args.scale},
+        "model": {"type": "GaussianModel", "sh_degree": model.cfg.sh_degree},
+        "renderer": {"type": "GaussianRenderer"},
+    }
+    cfg = _eval_only(load_experiment(None, data=raw), out, args.backend)
+    trainer = DefaultTrainer(cfg, out, cfg.device)
+    trainer.model = model.to(trainer.device)
+    return trainer, out
+
+
+def render_trajectory(trainer: Any, kind: str, n_frames: int, fps: int, video: str, out: Path) -> Path:
+    """Render ``kind`` around ``trainer.dataset``'s cameras; write PNG frames and a video.
+
+    Returns:
+        The video file, ``<out>/trajectory/<kind>.<video>``.
+    """
+    import imageio.v2 as imageio
+
+    from .trajectory import make_trajectory
+    from .writers.base import image_to_uint8
+
+    ds = trainer.dataset
+    cameras = [v.camera for v in [*ds.train_views, *ds.test_views]]
+    frame_dir = out / "trajectory" / kind
+    frame_dir.mkdir(parents=True, exist_ok=True)
+    frames = []
+    trainer.model.eval()
+    with torch.no_grad():
+        for cam in make_trajectory(kind, cameras, n_frames):
+            rgb = trainer.renderer(trainer.model, [cam], ds.background)["rgb"][0]
+            frame = image_to_uint8(rgb)
+            imageio.imwrite(frame_dir / f"{cam.name}.png", frame)
+            frames.append(frame)
+    path = out / "trajectory" / f"{kind}.{video}"
+    if video == "mp4":
+        # yuv420p needs even sizes; macro_block_size=2 pads/resizes only odd ones.
+        imageio.mimwrite(path, frames, fps=fps, codec="libx264", quality=8, macro_block_size=2)
+    else:
+        imageio.mimwrite(path, frames, duration=1000.0 / fps, loop=0)
+    return path
+
+
+def run(args: argparse.Namespace) -> int:
+    from .components import import_all
+    from .engine.plugins import load_plugin
+    from .engine.summary import format_summary
+
+    if args.frames < 1:
+        raise ConfigError(f"--frames: must be >= 1, got {args.frames}")
+    if args.fps < 1:
+        raise ConfigError(f"--fps: must be >= 1, got {args.fps}")
+    if args.exp_dir is not None and (args.data or args.dataset_type):
+        raise ConfigError("--data / --dataset-type go with --ply; --exp-dir uses the data set of its config")
+    import_all()
+    for plugin in args.plugin:
+        load_plugin(plugin)
+    trainer, out = _trainer_from_exp_dir(args) if args.exp_dir is not None else _trainer_from_ply(args)
+    if args.trajectory:
+        path = render_trajectory(trainer, args.trajectory, args.frames, args.fps, args.video, out)
+        print(f"{args.frames} frames in {path.parent / args.trajectory}; video: {path}")
+        return 0
+    if not trainer.dataset.test_views:
+        raise DataError("the data set has no test views (eval: false?); nothing to render")
+    report = trainer.test()
+    if args.ply is not None:
+        # No training happened here: say where the Gaussians came from instead of a step count.
+        report.update(steps=None, train_seconds=None, source=str(args.ply))
+        (out / "metrics.json").write_text(json.dumps(report, indent=2))
+    print(format_summary(out, ply=args.ply))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except PointrixError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130

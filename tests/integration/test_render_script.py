@@ -1,0 +1,121 @@
+"""scripts/render.py on a finished demo run: exp dir, PLY + data, orbit video, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import imageio.v2 as imageio
+import numpy as np
+import pytest
+
+from pointrix_lite.render_cli import main as render_main
+
+from .conftest import DEMO_DATA, REPO, SCALE
+
+
+def _same_metrics(a: dict, b: dict, tol: float) -> None:
+    assert sorted(a["per_view"]) == sorted(b["per_view"])
+    for name, metrics in a["per_view"].items():
+        for key, value in metrics.items():
+            other = b["per_view"][name][key]
+            assert (value is None and other is None) or abs(value - other) <= tol, (name, key, value, other)
+    for key, value in a["mean"].items():
+        assert (value is None and b["mean"][key] is None) or abs(value - b["mean"][key]) <= tol
+
+
+def test_exp_dir_rerender_reproduces_training_metrics(trained_run, tmp_path, capsys):
+    out = tmp_path / "rerender"
+    assert render_main(["--exp-dir", str(trained_run.exp_dir), "--out", str(out)]) == 0
+    again = json.loads((out / "metrics.json").read_text())
+    _same_metrics(trained_run.metrics, again, 1e-6)
+    assert again["steps"] == trained_run.metrics["steps"] and again["num_gaussians"] == trained_run.metrics["num_gaussians"]
+    for kind in ("render", "gt"):
+        for png in (trained_run.exp_dir / "renders" / "test" / kind).glob("*.png"):
+            assert np.array_equal(imageio.imread(png), imageio.imread(out / "renders" / "test" / kind / png.name))
+    assert f"PSNR {again['mean']['psnr']:.2f} dB" in capsys.readouterr().out
+
+
+def test_ply_with_data_renders_and_scores(trained_run, tmp_path):
+    out = tmp_path / "ply_render"
+    ply = trained_run.exp_dir / "point_cloud.ply"
+    args = ["--ply", str(ply), "--data", str(DEMO_DATA), "--scale", str(SCALE), "--out", str(out)]
+    assert render_main(args) == 0  # dataset type inferred from transforms_train.json
+    report = json.loads((out / "metrics.json").read_text())
+    # The PLY stores the raw float32 parameters, so the renders are those of the trained model.
+    _same_metrics(trained_run.metrics, report, 1e-6)
+    assert report["source"] == str(ply) and report["steps"] is None
+    assert sorted(p.name for p in (out / "renders" / "test" / "render").glob("*.png")) == sorted(
+        f"{n}.png" for n in report["per_view"]
+    )
+
+
+def test_orbit_trajectory_writes_frames_and_video(trained_run, tmp_path):
+    out = tmp_path / "orbit"
+    args = ["--exp-dir", str(trained_run.exp_dir), "--out", str(out), "--trajectory", "orbit", "--frames", "12"]
+    assert render_main(args) == 0
+    frames = sorted((out / "trajectory" / "orbit").glob("*.png"))
+    assert len(frames) == 12
+    images = [imageio.imread(f) for f in frames]
+    size = 160 // SCALE
+    assert all(im.shape == (size, size, 3) for im in images)
+    # The model is in view: frames are not the plain white background, and they differ along the path.
+    assert all((im < 200).any(axis=-1).mean() > 0.2 for im in images)
+    assert not np.array_equal(images[0], images[6])
+    video = out / "trajectory" / "orbit.mp4"
+    assert video.stat().st_size > 0
+    with imageio.get_reader(video, format="FFMPEG") as reader:  # an independent decoder (ffmpeg)
+        decoded = list(reader.iter_data())
+    assert len(decoded) == 12 and decoded[0].shape == (size, size, 3)
+    # Lossy codec: close to the PNG frame, not equal.
+    assert np.abs(decoded[3].astype(float) - images[3].astype(float)).mean() < 12.0
+
+
+def test_orbit_gif(trained_run, tmp_path):
+    out = tmp_path / "gif"
+    args = ["--exp-dir", str(trained_run.exp_dir), "--out", str(out), "--trajectory", "orbit", "--frames", "3",
+            "--video", "gif"]  # fmt: skip
+    assert render_main(args) == 0
+    frames = imageio.mimread(out / "trajectory" / "orbit.gif")
+    assert len(frames) == 3
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--exp-dir", "/nonexistent/exp"], "no config.yaml"),
+        (["--ply", "/nonexistent/a.ply", "--data", str(DEMO_DATA)], "--ply: file not found"),
+        (["--ply", "{ply}"], "--ply needs --data"),
+        (["--ply", "{ply}", "--data", "{tmp}"], "cannot tell the layout"),
+        (["--ply", "{ply}", "--data", str(DEMO_DATA), "--dataset-type", "Nope"], "--dataset-type"),
+        (["--ply", "{config}", "--data", str(DEMO_DATA)], "config.yaml"),  # not a PLY file
+        (["--exp-dir", "{exp}", "--frames", "0", "--trajectory", "orbit"], "--frames"),
+        (["--exp-dir", "{exp}", "--data", str(DEMO_DATA)], "go with --ply"),
+        (["--trajectory", "orbit"], "one of the arguments --exp-dir --ply is required"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(trained_run, tmp_path, capsys, args, message):
+    subst = {
+        "{ply}": str(trained_run.exp_dir / "point_cloud.ply"),
+        "{tmp}": str(tmp_path),
+        "{exp}": str(trained_run.exp_dir),
+        "{config}": str(trained_run.exp_dir / "config.yaml"),
+    }
+    args = [subst.get(a, a) for a in args]
+    try:
+        code = render_main(args)
+    except SystemExit as exc:  # argparse-level mistakes exit from the parser
+        code = exc.code
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.startswith("error: ") and "\n" not in err and message in err, err
+
+
+def test_script_wrapper_runs_as_a_program(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "render.py"), "--exp-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == f"error: --exp-dir {tmp_path}: no config.yaml (not an experiment folder written by train.py)"
