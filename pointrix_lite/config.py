@@ -80,6 +80,12 @@ def convert(tp: Any, value: Any, key_path: str) -> Any:
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str):
+            # PyYAML follows YAML 1.1, which reads `4e-4` (no dot) as a string; users mean a number.
+            try:
+                return float(value)
+            except ValueError:
+                pass
         raise ConfigError(f"{key_path}: expected a number, got {value!r}")
     if tp is str:
         if isinstance(value, str):

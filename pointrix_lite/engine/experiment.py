@@ -29,7 +29,8 @@ from .hooks.base import HOOK_ENGINE_KEYS
 from .priority import get_priority, priority_name
 
 # Hooks every run has unless a `hooks:` entry says `enabled: false` (see docs/extending.md).
-DEFAULT_HOOKS: tuple[str, ...] = ("IterTimerHook", "LogHook", "CheckPointHook")
+# NaNGuardHook is a default because a NaN that reaches a checkpoint silently ruins a long run.
+DEFAULT_HOOKS: tuple[str, ...] = ("IterTimerHook", "LogHook", "CheckPointHook", "NaNGuardHook")
 
 
 @dataclass

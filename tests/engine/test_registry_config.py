@@ -122,12 +122,13 @@ def _hook(cfg, type_name):
 
 def test_default_hooks_present_and_disable(toy_config):
     cfg = toy_config({"hooks": []})
-    assert [h["type"] for h in cfg.hooks] == ["IterTimerHook", "LogHook", "CheckPointHook"]
+    assert [h["type"] for h in cfg.hooks] == ["IterTimerHook", "LogHook", "CheckPointHook", "NaNGuardHook"]
     assert all(h["enabled"] for h in cfg.hooks)
-    cfg = toy_config({"hooks": [{"type": "LogHook", "enabled": False}, {"type": "NaNGuardHook"}]})
+    cfg = toy_config({"hooks": [{"type": "LogHook", "enabled": False}, {"type": "NaNGuardHook", "check_params": False}]})
     assert _hook(cfg, "LogHook")["enabled"] is False
     assert [h["type"] for h in cfg.hooks] == ["IterTimerHook", "LogHook", "CheckPointHook", "NaNGuardHook"]
     assert _hook(cfg, "NaNGuardHook")["priority"] == "VERY_HIGH"  # class default, resolved
+    assert _hook(cfg, "NaNGuardHook")["check_params"] is False  # configures the default, no second copy
 
 
 def test_di_shorthand_keys_in_yaml_and_command_line(toy_config):
@@ -196,3 +197,18 @@ def test_builder_orders_by_priority_keeping_ties_stable():
         ("CheckPointHook", 0), ("LogHook", 50), ("IterTimerHook", 50), ("NaNGuardHook", 50)
     ]
     assert all(isinstance(h, Hook) for h in hooks)
+
+
+def test_float_option_accepts_yaml11_exponent_string() -> None:
+    # yaml.safe_load("x: 4e-4") gives the string "4e-4"; a float field must still read it as 4e-4.
+    from pointrix_lite.config import from_dict
+
+    @dataclass
+    class C:
+        lr: float = 1.0
+
+    raw = yaml.safe_load("lr: 4e-4")
+    assert isinstance(raw["lr"], str)
+    assert from_dict(C, raw).lr == pytest.approx(4e-4)
+    with pytest.raises(ConfigError, match="lr: expected a number"):
+        from_dict(C, {"lr": "fast"})

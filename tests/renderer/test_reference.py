@@ -275,6 +275,34 @@ def test_culled_gaussians_get_zero_finite_gradients() -> None:
         assert (p.grad[culled_everywhere] == 0).all(), k
 
 
+@pytest.mark.parametrize("backend", ["torch", "native"])
+def test_all_gaussians_culled_still_backpropagates_zero_gradients(backend: str) -> None:
+    # A view that sees nothing (all Gaussians behind it) must not crash loss.backward() in training.
+    if backend == "native":
+        native = pytest.importorskip("pointrix_lite.renderer.native")
+        if not native.is_available():
+            pytest.skip(f"native backend unavailable: {native.unavailable_reason()}")
+    g = torch.Generator().manual_seed(0)
+    n = 12
+    params = {
+        "means": (torch.rand(n, 3, generator=g) - 0.5) * 2 + torch.tensor([0.0, 0.0, -4.0]),  # all at z < 0
+        "quats": torch.randn(n, 4, generator=g),
+        "scales": torch.rand(n, 3, generator=g) * 0.3 + 0.05,
+        "opacities": torch.rand(n, generator=g) * 0.5 + 0.5,
+        "sh": torch.randn(n, 16, 3, generator=g) * 0.3,
+    }
+    params = {k: v.requires_grad_(True) for k, v in params.items()}
+    viewmats = torch.eye(4)[None]
+    Ks = torch.tensor([[[40.0, 0.0, 22.5], [0.0, 40.0, 18.5], [0.0, 0.0, 1.0]]])
+    colors, alphas, meta = rasterization(*(params[k] for k in ARGS), params["sh"], viewmats, Ks,
+                                         45, 37, sh_degree=3, backend=backend)  # fmt: skip
+    assert (meta["radii"] == 0).all()
+    assert (alphas == 0).all()
+    (colors.sum() + alphas.sum()).backward()
+    for k, p in params.items():
+        assert p.grad is not None and (p.grad == 0).all(), k
+
+
 def test_projection_sh_and_tiles_match_gsplat_torch_impl() -> None:
     gs = pytest.importorskip("gsplat.cuda._torch_impl")
     scene = random_scene(seed=4, n=40)

@@ -77,6 +77,13 @@ def rasterization_torch(
         means2d, proj.conics, feats, opac, tiles, width, height, tile_size,
         backgrounds=backgrounds, absgrad_sink=sink, pair_budget=pair_budget,
     )  # fmt: skip
+    if torch.is_grad_enabled() and feats.requires_grad and not render_colors.requires_grad:
+        # Every Gaussian was culled: the image is pure background and autograd would see no path
+        # to the inputs, so loss.backward() would fail. The native and gsplat backends return
+        # zero gradients in that case; a zero-weighted link does the same here.
+        link = (means2d.sum() + proj.conics.sum() + feats.sum() + opac.sum()) * 0.0
+        render_colors = render_colors + link
+        render_alphas = render_alphas + link
     if render_mode in ("ED", "RGB+ED"):
         expected = render_colors[..., -1:] / render_alphas.clamp(min=1e-10)
         render_colors = torch.cat([render_colors[..., :-1], expected], dim=-1)
