@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 # name: (width, height, n_gaussians, sh_degree)
 SCENES = {
@@ -117,16 +118,15 @@ def main() -> None:
     ap.add_argument("--large-ref-reps", type=int, default=1, help="reference repetitions on 'large' (slow)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--skip-ref", action="store_true", help="native only")
-    ap.add_argument("--train", action="store_true", help="TODO-lead: training iterations/s on the demo scene")
+    ap.add_argument("--train", action="store_true",
+                    help="also time training steps on the demo scene for both backends (scripts/bench_train.py)")
+    ap.add_argument("--train-steps", type=int, default=30, help="timed training steps per backend with --train")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.worker:
         print(json.dumps(worker(args.worker, args.scenes, args.reps, args.threads)))
         return
-    if args.train:
-        # TODO-lead: wire "training iterations per second on the demo scene" once the trainer exists.
-        sys.exit("--train: not wired yet (TODO-lead: needs the trainer and demo scene)")
 
     print(f"threads={args.threads}  (medians; fwd+bwd = forward with autograd + backward of sum(colors)+sum(alphas))")
     header = f"{'scene':<22}{'backend':<8}{'fwd ms':>10}{'fwd+bwd ms':>12}{'peak MB':>9}{'Mevals/s':>10}"
@@ -153,6 +153,15 @@ def main() -> None:
             nat = results["native"]
             print(f"{'':<22}evals/frame={nat['n_evals']:,} ({nat['n_evals'] / (w * h):.0f}/px), "
                   f"visible Gaussians={nat['visible']:,}")  # fmt: skip
+    if args.train:
+        # One implementation of "a training step" lives in bench_train.py (DefaultTrainer.train_step);
+        # reuse it rather than timing a second, possibly different, loop here.
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import bench_train
+
+        print("\ntraining on the demo scene (configs/demo.yaml, fixed N, no densification):")
+        backends = ["native"] if args.skip_ref else ["torch", "native"]
+        bench_train.main(["--backends", *backends, "--steps", str(args.train_steps)])
 
 
 if __name__ == "__main__":
