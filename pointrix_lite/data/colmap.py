@@ -69,7 +69,8 @@ class ColmapDataset(SceneDataset):
         model = read_model(find_sparse_dir(root))
         image_dir, prescaled = self._image_dir(root)
 
-        views = [self._load_view(model, im, image_dir, prescaled) for im in sorted(model.images.values(), key=lambda i: i.name)]
+        by_name = sorted(model.images.values(), key=lambda im: im.name)
+        views = [self._load_view(model, im, image_dir, prescaled) for im in by_name]
         if config.eval:
             test = [v for i, v in enumerate(views) if i % config.test_every == 0]
             train = [v for i, v in enumerate(views) if i % config.test_every != 0]

@@ -37,7 +37,8 @@ class PointCloud:
 
     @classmethod
     def from_numpy(cls, xyz: np.ndarray, rgb: np.ndarray) -> PointCloud:
-        return cls(torch.from_numpy(np.asarray(xyz, np.float32).copy()), torch.from_numpy(np.asarray(rgb, np.float32).copy()))
+        as_tensor = lambda a: torch.from_numpy(np.array(a, dtype=np.float32))  # noqa: E731 (copies)
+        return cls(as_tensor(xyz), as_tensor(rgb))
 
     def subsample(self, max_points: int, seed: int) -> PointCloud:
         """At most ``max_points`` points chosen uniformly without replacement (0 = keep all)."""

@@ -67,7 +67,8 @@ def make_pycolmap_scene(
     """A reconstruction written by pycolmap (the reference writer) plus random images of the camera's size."""
     rng = np.random.default_rng(seed)
     w, h = size
-    params = params or {"PINHOLE": [9.0, 10.0, 4.1, 2.9], "SIMPLE_PINHOLE": [9.0, 4.0, 3.0]}.get(model, [9.0, 4.0, 3.0, 0.1])
+    defaults = {"PINHOLE": [9.0, 10.0, 4.1, 2.9], "SIMPLE_PINHOLE": [9.0, 4.0, 3.0]}
+    params = params or defaults[model]
     rec = pycolmap.Reconstruction()
     rec.add_camera_with_trivial_rig(pycolmap.Camera(model=model, width=w, height=h, params=params, camera_id=1))
     (root / "images").mkdir(parents=True, exist_ok=True)

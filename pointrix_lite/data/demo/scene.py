@@ -84,7 +84,9 @@ def wood(box: Box):
 
 
 def striped_ball(ball: Sphere):
-    palette = np.array([(0.85, 0.15, 0.15), (0.95, 0.75, 0.10), (0.15, 0.55, 0.25), (0.15, 0.35, 0.80), (0.55, 0.20, 0.65)])
+    palette = np.array(
+        [(0.85, 0.15, 0.15), (0.95, 0.75, 0.10), (0.15, 0.55, 0.25), (0.15, 0.35, 0.80), (0.55, 0.20, 0.65)]
+    )
 
     def tex(p: np.ndarray) -> np.ndarray:
         q = (p - np.asarray(ball.center)) / ball.radius
