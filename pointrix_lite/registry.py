@@ -20,6 +20,13 @@ from .errors import ConfigError
 T = TypeVar("T", bound=type)
 
 
+class DuplicateNameError(ConfigError, KeyError):
+    """A second class registered under a taken name (a KeyError too, as for any mapping)."""
+
+    def __str__(self) -> str:  # KeyError's str() would wrap the message in quotes
+        return ConfigError.__str__(self)
+
+
 class Registry:
     """A named table of classes that configs can select by name.
 
@@ -35,14 +42,17 @@ class Registry:
         """Class decorator: ``@REG.register()`` uses the class name, ``@REG.register("Alias")`` an alias.
 
         Raises:
-            KeyError: the name is already taken (two plugins silently shadowing each other would
-                make a config mean different things depending on import order).
+            DuplicateNameError: the name is already taken (two plugins silently shadowing each other
+                would make a config mean different things depending on import order).
         """
 
         def deco(cls: T) -> T:
             key = name or cls.__name__
             if key in self._table:
-                raise KeyError(f"{self.name} {key!r} is already registered (by {self._table[key].__module__})")
+                raise DuplicateNameError(
+                    f"{self.name} {key!r} is already registered (by {self._table[key].__module__}); "
+                    f"register yours under another name, e.g. @register({('My' + key)!r})"
+                )
             self._table[key] = cls
             return cls
 

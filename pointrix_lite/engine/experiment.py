@@ -219,9 +219,11 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     try:
-        torch.device(device)
+        parsed = torch.device(device)
     except (RuntimeError, ValueError):
         raise ConfigError(f"device: invalid torch device {device!r} (use auto, cpu, cuda, cuda:1, ...)") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device: {device!r} requested but torch finds no CUDA device (use auto or cpu)")
     return device
 
 
@@ -233,6 +235,11 @@ def resolve(cfg: ExperimentConfig) -> ExperimentConfig:
         raise ConfigError(f"trainer.batch_size: must be >= 1, got {cfg.trainer.batch_size}")
     if cfg.trainer.val_interval < 0:
         raise ConfigError(f"trainer.val_interval: must be >= 0 (0 disables), got {cfg.trainer.val_interval}")
+    device = resolve_device(cfg.device)  # a CUDA request on a machine without CUDA fails here
+    if cfg.renderer.get("backend") == "gsplat" and not device.startswith("cuda"):
+        raise ConfigError(
+            f"renderer.backend: 'gsplat' runs on CUDA only, but device is {device!r}; use auto, native or torch"
+        )
     return dataclasses.replace(
         cfg,
         exp_dir=cfg.exp_dir or str(Path(cfg.output_dir) / cfg.name),

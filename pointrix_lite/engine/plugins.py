@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from ..errors import ConfigError
+from ..errors import ConfigError, PointrixError
 
 
 def plugin_module_name(path: Path) -> str:
@@ -46,6 +46,9 @@ def load_plugin(path: str | Path) -> ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
+    except PointrixError as exc:  # e.g. a name already registered: the user's to fix, in one line
+        del sys.modules[name]
+        raise ConfigError(f"--plugin {path}: {exc}") from None
     except BaseException:
         del sys.modules[name]
         raise

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, ConfigError
 from ..registry import MODELS
 from .optimizer import LearningRates, build_adam, exponential_lr
 
@@ -21,6 +21,28 @@ PARAM_NAMES = ("means", "scales", "quats", "opacities", "sh0", "shN")
 def num_sh_bases(sh_degree: int) -> int:
     """K = (degree + 1)^2 SH coefficients per colour channel."""
     return (sh_degree + 1) ** 2
+
+
+MAX_SH_DEGREE = 4  # the highest degree gsplat (and both CPU backends) evaluate
+
+
+def check_model_config(cfg: Any) -> None:
+    """Reject values that would crash later (possibly hours into a run) with a one-line ConfigError."""
+    if not 0 <= cfg.sh_degree <= MAX_SH_DEGREE:
+        raise ConfigError(f"model.sh_degree: must be in 0..{MAX_SH_DEGREE}, got {cfg.sh_degree}")
+    if cfg.sh_degree_interval < 1:
+        raise ConfigError(f"model.sh_degree_interval: must be >= 1, got {cfg.sh_degree_interval}")
+    if not 0.0 < cfg.init_opacity < 1.0:
+        raise ConfigError(f"model.init_opacity: must be in (0, 1) (it is stored as a logit), got {cfg.init_opacity}")
+    if cfg.init_scale <= 0.0:
+        raise ConfigError(f"model.init_scale: must be positive, got {cfg.init_scale}")
+    if cfg.init_num_points < 1:
+        raise ConfigError(f"model.init_num_points: must be >= 1, got {cfg.init_num_points}")
+    if not 0.0 < cfg.means_lr_final_factor <= 1.0:
+        raise ConfigError(f"model.means_lr_final_factor: must be in (0, 1], got {cfg.means_lr_final_factor}")
+    for name, value in vars(cfg.lr).items():
+        if not value >= 0.0:
+            raise ConfigError(f"model.lr.{name}: must be >= 0, got {value}")
 
 
 @MODELS.register()
@@ -53,11 +75,13 @@ class GaussianModel(nn.Module):
         ssim_lambda: float = 0.2  # loss = (1 - l) * L1 + l * (1 - SSIM)
         lpips_net: Literal["vgg", "alex"] = "vgg"
 
+        def __post_init__(self) -> None:
+            # Runs when the config is loaded (before any data is read), not hours into training.
+            check_model_config(self)
+
     def __init__(self, cfg: Config | None = None, dataset: Any = None) -> None:
         super().__init__()
         self.cfg = cfg if cfg is not None else self.Config()
-        if self.cfg.sh_degree < 0:
-            raise ValueError(f"sh_degree must be >= 0, got {self.cfg.sh_degree}")
         self.scene_extent = float(getattr(dataset, "scene_extent", 1.0) or 1.0)
         self.step = 0  # last step given to update_learning_rate(); drives the SH degree schedule
         self.metric_notes: dict[str, str] = {}

@@ -21,7 +21,7 @@ def test_duplicate_registration_is_an_error():
     @reg.register()
     class A: ...
 
-    with pytest.raises(KeyError, match="'A' is already registered"):
+    with pytest.raises(KeyError, match="'A' is already registered"):  # also a ConfigError (one line)
         reg.register("A")(type("B", (), {}))
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch
 
 from pointrix_lite.data.pointcloud import PointCloud, write_ply_points
 from pointrix_lite.engine.experiment import load_experiment
@@ -119,6 +120,28 @@ def _unknown_registry_name(c: Case) -> list[str]:
     return ["--config", c.config(), "model.type=GausianModel"]
 
 
+def _out_of_range_value(c: Case) -> list[str]:
+    return ["--config", c.config(), "model.sh_degree=5"]
+
+
+def _cuda_without_cuda(c: Case) -> list[str]:
+    return ["--config", c.config(), "device=cuda"]
+
+
+def _gsplat_on_cpu(c: Case) -> list[str]:
+    return ["--config", c.config(), "device=cpu", "renderer.backend=gsplat"]
+
+
+def _plugin_duplicate_name(c: Case) -> list[str]:
+    plugin = c.root / "my_hooks.py"
+    plugin.write_text(
+        "from pointrix_lite.engine.hooks import Hook\n"
+        "from pointrix_lite.registry import HOOKS\n\n\n"
+        "@HOOKS.register()\nclass LogHook(Hook):\n    pass\n"
+    )
+    return ["--config", c.config(), "--plugin", str(plugin)]
+
+
 def _unwritable_output_dir(c: Case) -> list[str]:
     (c.root / "a_file").write_text("a file where the output folder should go")
     return ["--config", c.config(), f"output_dir={c.root / 'a_file'}"]
@@ -181,6 +204,10 @@ SETUPS: dict[str, Callable[[Case], list[str]]] = {
     "resume-pickle-payload": _resume_pickle_payload,
     "resume-other-config": _resume_other_config,
     "unwritable-output-dir": _unwritable_output_dir,
+    "out-of-range-value": _out_of_range_value,
+    "cuda-without-cuda": _cuda_without_cuda,
+    "gsplat-on-cpu": _gsplat_on_cpu,
+    "plugin-duplicate-name": _plugin_duplicate_name,
     "disk-full-at-start": _disk_full_at_start,
     "disk-full-during-training": _disk_full_during_training,
     "nan-loss": _nan_loss,
@@ -215,6 +242,8 @@ def test_every_row_has_a_setup_and_every_setup_a_row():
 
 @pytest.mark.parametrize("rid", sorted(SETUPS))
 def test_row(rid, outcomes):
+    if rid == "cuda-without-cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
     res, case = outcomes[rid]
     template = doc_rows()[rid]
     lines = res.stderr.splitlines()

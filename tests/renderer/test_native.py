@@ -19,9 +19,9 @@ from pointrix_lite.renderer import native
 from pointrix_lite.renderer.torch_backend import rasterization_torch
 
 from .dense_reference import dense_render, look_at, random_scene
+from .native_required import require_native
 
-if not native.is_available():  # compiles on first use
-    pytest.skip(f"native rasterizer unavailable: {native.unavailable_reason()}", allow_module_level=True)
+require_native(allow_module_level=True)  # compiles on first use
 
 from pointrix_lite.renderer.native import rasterization_native  # noqa: E402
 

@@ -20,6 +20,7 @@ from pointrix_lite.renderer.torch_backend.sh import sh_to_color
 from pointrix_lite.renderer.torch_backend.tiles import intersect_tiles
 
 from .dense_reference import dense_render, look_at, random_scene
+from .native_required import require_native
 
 # The package re-exports the function under the module's name; the module itself holds the dispatch state.
 entry = importlib.import_module("pointrix_lite.renderer.rasterization")
@@ -61,6 +62,23 @@ def test_forward_matches_dense_reference_float32(sh_degree: int, rasterize_mode:
     assert (alphas.double() - ref_alphas).abs().max() <= 1e-5
     assert_meta_matches(meta, ref_meta, rtol=1e-5)
     assert meta["width"] == 45 and meta["height"] == 37 and meta["n_cameras"] == 3 and meta["tile_size"] == 16
+
+
+@pytest.mark.parametrize("backend", ["torch", "native"])
+def test_culling_planes_and_radius_clip_match_dense_reference(backend: str) -> None:
+    # Non-default near/far planes and radius_clip cull different Gaussians than the defaults do.
+    if backend == "native":
+        require_native()
+    scene = random_scene(seed=5)
+    kw = dict(sh_degree=3, near_plane=0.5, far_plane=8.0, radius_clip=1.5)
+    colors, alphas, meta = rasterization(*(scene[k] for k in ARGS), scene["sh"], scene["viewmats"], scene["Ks"],
+                                         scene["width"], scene["height"], backend=backend, **kw)  # fmt: skip
+    ref_colors, ref_alphas, ref_meta = reference(scene, scene["sh"], **kw)
+    _, _, default_meta = reference(scene, scene["sh"], sh_degree=3)
+    assert not torch.equal(ref_meta["radii"], default_meta["radii"]), "options must change what is culled"
+    assert torch.equal(meta["radii"].long(), ref_meta["radii"])
+    assert (colors.double() - ref_colors).abs().max() <= 1e-5
+    assert (alphas.double() - ref_alphas).abs().max() <= 1e-5
 
 
 @pytest.mark.parametrize("render_mode", ["RGB", "D", "ED", "RGB+D", "RGB+ED"])
@@ -279,9 +297,7 @@ def test_culled_gaussians_get_zero_finite_gradients() -> None:
 def test_all_gaussians_culled_still_backpropagates_zero_gradients(backend: str) -> None:
     # A view that sees nothing (all Gaussians behind it) must not crash loss.backward() in training.
     if backend == "native":
-        native = pytest.importorskip("pointrix_lite.renderer.native")
-        if not native.is_available():
-            pytest.skip(f"native backend unavailable: {native.unavailable_reason()}")
+        require_native()
     g = torch.Generator().manual_seed(0)
     n = 12
     params = {
