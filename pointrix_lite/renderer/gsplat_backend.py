@@ -1,8 +1,12 @@
-"""CUDA backend: a thin call into ``gsplat.rasterization`` with the same argument subset."""
+"""CUDA backend: a thin call into ``gsplat.rasterization`` with the same argument subset.
+
+Untested on this project's machines (no GPU): it only forwards arguments, already validated by
+:func:`pointrix_lite.renderer.rasterization`, to gsplat's documented entry point.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from torch import Tensor
 
@@ -19,29 +23,21 @@ def rasterization_gsplat(
     Ks: Tensor,
     width: int,
     height: int,
-    near_plane: float = 0.01,
-    far_plane: float = 1e10,
-    radius_clip: float = 0.0,
-    eps2d: float = 0.3,
-    sh_degree: Optional[int] = None,
-    backgrounds: Optional[Tensor] = None,
-    render_mode: str = "RGB",
-    rasterize_mode: str = "classic",
-    tile_size: int = 16,
-    absgrad: bool = False,
+    **options: Any,
 ) -> tuple[Tensor, Tensor, dict[str, Any]]:
-    """Same arguments and results as :func:`pointrix_lite.renderer.rasterization`; CUDA tensors only."""
+    """Same arguments and results as :func:`pointrix_lite.renderer.rasterization`; CUDA tensors only.
+
+    ``options`` are the keyword arguments of ``rasterization`` (near_plane, ..., absgrad), which
+    carry gsplat's own names and defaults, so they pass through unchanged.
+    """
     if not means.is_cuda:
         raise ConfigError(f"backend 'gsplat' needs CUDA tensors, got tensors on {means.device}; use backend 'auto'")
     try:
         from gsplat import rasterization as gsplat_rasterization
     except ImportError as exc:  # pragma: no cover - gsplat is a dependency
         raise ConfigError(f"backend 'gsplat' is unavailable: {exc}") from exc
-    render_colors, render_alphas, meta = gsplat_rasterization(
+    return gsplat_rasterization(
         means, quats, scales, opacities, colors, viewmats, Ks, width, height,
-        near_plane=near_plane, far_plane=far_plane, radius_clip=radius_clip, eps2d=eps2d,
-        sh_degree=sh_degree, backgrounds=backgrounds, render_mode=render_mode,
-        rasterize_mode=rasterize_mode, tile_size=tile_size, absgrad=absgrad,
         packed=False,  # dense [C, N] meta, the layout the rest of pointrix_lite reads
+        **options,
     )  # fmt: skip
-    return render_colors, render_alphas, meta
