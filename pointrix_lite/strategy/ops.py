@@ -215,6 +215,17 @@ def _relocated_values(params: Params, sampled: Tensor, binoms: Tensor, min_opaci
     return torch.logit(new_opa.clamp(min=min_opacity, max=1.0 - eps)), torch.log(new_scales)
 
 
+def _with_shared_source_values(name: str, p: Tensor, sampled: Tensor, logit_opa: Tensor, log_scales: Tensor) -> Tensor:
+    """Copy of parameter ``p`` whose ``sampled`` source rows get the opacity / scale they will share
+    with their copies (other parameters are copied unchanged)."""
+    p = p.clone()
+    if name == "opacities":
+        p[sampled] = logit_opa.reshape(p[sampled].shape)
+    elif name == "scales":
+        p[sampled] = log_scales
+    return p
+
+
 @torch.no_grad()
 def relocate(
     params: Params,
@@ -235,11 +246,7 @@ def relocate(
     logit_opa, log_scales = _relocated_values(params, sampled, binoms, min_opacity)
 
     def param_fn(name: str, p: Tensor) -> Tensor:
-        p = p.clone()
-        if name == "opacities":
-            p[sampled] = logit_opa.reshape(p[sampled].shape)
-        elif name == "scales":
-            p[sampled] = log_scales
+        p = _with_shared_source_values(name, p, sampled, logit_opa, log_scales)
         p[dead] = p[sampled]
         return p
 
@@ -269,11 +276,7 @@ def sample_add(
     logit_opa, log_scales = _relocated_values(params, sampled, binoms, min_opacity)
 
     def param_fn(name: str, p: Tensor) -> Tensor:
-        p = p.clone()
-        if name == "opacities":
-            p[sampled] = logit_opa.reshape(p[sampled].shape)
-        elif name == "scales":
-            p[sampled] = log_scales
+        p = _with_shared_source_values(name, p, sampled, logit_opa, log_scales)
         return torch.cat([p, p[sampled]])
 
     update_param_with_optimizer(param_fn, lambda key, v: torch.cat([v, _zeros_like_rows(v, n)]), params, optimizer)
