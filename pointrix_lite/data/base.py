@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ..errors import DataError
 from .cameras import View, scene_extent
@@ -28,6 +29,16 @@ class SceneDataset:
     point_cloud: PointCloud | None
     scene_extent: float
     background: tuple[float, float, float]
+
+    def _open(self, config: Any) -> Path:
+        """What every dataset does first: check the shared options, set the background, and
+        return the data folder (generating the demo scene there if it is the demo's path)."""
+        self.config = config
+        if config.scale <= 0:
+            raise DataError(f"dataset.scale: must be positive, got {config.scale}")
+        root = require_dir(Path(config.data_path))
+        self.background = WHITE if config.white_background else BLACK
+        return root
 
     def _finish(
         self,

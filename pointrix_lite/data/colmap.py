@@ -13,7 +13,7 @@ import torch
 
 from ..errors import DataError
 from ..registry import DATASETS
-from .base import BLACK, WHITE, SceneDataset, require_dir
+from .base import SceneDataset
 from .cameras import Camera, View, check_pose, viewmat_from_colmap
 from .colmap_io import ColmapCamera, ColmapImage, ColmapModel, find_sparse_dir, read_model
 from .images import downscale, find_image, load_rgb
@@ -59,13 +59,9 @@ class ColmapDataset(SceneDataset):
         """Seed of point subsampling."""
 
     def __init__(self, config: Config) -> None:
-        self.config = config
-        if config.scale <= 0:
-            raise DataError(f"dataset.scale: must be positive, got {config.scale}")
         if config.test_every < 1:
             raise DataError(f"dataset.test_every: must be >= 1, got {config.test_every}")
-        root = require_dir(Path(config.data_path))
-        self.background = WHITE if config.white_background else BLACK
+        root = self._open(config)
         model = read_model(find_sparse_dir(root))
         image_dir, prescaled = self._image_dir(root)
 

@@ -18,7 +18,7 @@ import torch
 
 from ..errors import DataError
 from ..registry import DATASETS
-from .base import BLACK, WHITE, SceneDataset, require_dir
+from .base import SceneDataset
 from .cameras import Camera, View, check_pose, focal_from_fov, viewmat_from_blender_c2w
 from .images import composite, downscale, find_image, read_image
 from .pointcloud import random_cube, read_ply_points
@@ -68,11 +68,7 @@ class NerfSyntheticDataset(SceneDataset):
         """Seed of the random init cloud and of subsampling."""
 
     def __init__(self, config: Config) -> None:
-        self.config = config
-        if config.scale <= 0:
-            raise DataError(f"dataset.scale: must be positive, got {config.scale}")
-        root = require_dir(Path(config.data_path))
-        self.background = WHITE if config.white_background else BLACK
+        root = self._open(config)
         train = self._load_split(root / "transforms_train.json")
         test = self._load_split(root / "transforms_test.json") if config.eval else []
         val_json = root / "transforms_val.json"
