@@ -15,7 +15,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from .data.cameras import Camera
+from .data.cameras import Camera, look_at
 from .errors import DataError
 
 TRAJECTORIES = ("orbit",)
@@ -52,25 +52,6 @@ def scene_centre(cameras: Sequence[Camera]) -> Tensor:
     return torch.linalg.solve(A, b)
 
 
-def look_at(eye: Tensor, target: Tensor, up: Tensor) -> Tensor:
-    """World-to-camera [4,4] float32 (OpenCV axes) for a camera at ``eye`` looking at ``target``.
-
-    ``up`` [3] is the world direction that should appear upwards in the image.
-    """
-    forward = target - eye
-    forward = forward / forward.norm()
-    right = torch.linalg.cross(forward, up)
-    if right.norm() < 1e-8:
-        raise DataError("trajectory: the view direction is parallel to the up vector")
-    right = right / right.norm()
-    down = torch.linalg.cross(forward, right)
-    R = torch.stack([right, down, forward])
-    viewmat = torch.eye(4, dtype=torch.float64)
-    viewmat[:3, :3] = R
-    viewmat[:3, 3] = -R @ eye
-    return viewmat.float()
-
-
 def orbit_cameras(cameras: Sequence[Camera], n_frames: int = 120) -> list[Camera]:
     """``n_frames`` cameras on a circle around the scene, all looking at its centre.
 
@@ -102,7 +83,8 @@ def orbit_cameras(cameras: Sequence[Camera], n_frames: int = 120) -> list[Camera
     for k in range(n_frames):
         angle = 2.0 * math.pi * k / n_frames
         eye = centre + height * up + radius * (math.cos(angle) * e1 + math.sin(angle) * e2)
-        out.append(replace(cameras[0], viewmat=look_at(eye, centre, up), name=f"orbit_{k:04d}"))
+        viewmat = torch.from_numpy(look_at(eye.numpy(), centre.numpy(), up.numpy())).float()
+        out.append(replace(cameras[0], viewmat=viewmat, name=f"orbit_{k:04d}"))
     return out
 
 

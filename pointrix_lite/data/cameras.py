@@ -167,6 +167,29 @@ def blender_c2w_from_viewmat(viewmat: np.ndarray) -> np.ndarray:
     return c2w
 
 
+def look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray | tuple = (0.0, 0.0, 1.0)) -> np.ndarray:
+    """OpenCV world-to-camera matrix [4,4] float64 for a camera at ``eye`` looking at ``target``.
+
+    ``up`` [3] is the world direction that should appear upwards in the image.
+
+    Raises:
+        DataError: the view direction is parallel to ``up`` (the camera's roll is undefined).
+    """
+    eye, target, up = (np.asarray(v, dtype=np.float64) for v in (eye, target, up))
+    forward = target - eye
+    forward = forward / np.linalg.norm(forward)
+    right = np.cross(forward, up)
+    if np.linalg.norm(right) < 1e-8:
+        raise DataError("look_at: the view direction is parallel to the up vector")
+    right = right / np.linalg.norm(right)
+    down = np.cross(forward, right)  # OpenCV: y points down, so y = z x x
+    R = np.stack([right, down, forward])  # rows: camera axes in world coordinates
+    w2c = np.eye(4)
+    w2c[:3, :3] = R
+    w2c[:3, 3] = -R @ eye
+    return w2c
+
+
 def check_pose(matrix: np.ndarray, where: str) -> np.ndarray:
     """Refuse a pose with NaN/inf or a singular rotation part, naming ``where`` (file and frame)."""
     m = np.asarray(matrix, dtype=np.float64)

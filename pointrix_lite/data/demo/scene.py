@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cameras import look_at
 from .raycast import Box, Cone, Cylinder, GroundSquare, Primitive, Sphere, shade, trace
 
 BACKGROUND = np.array([1.0, 1.0, 1.0])  # white, so the same images work with white_background: true
@@ -145,20 +146,6 @@ class DemoCamera:
     cy: float
     width: int
     height: int
-
-
-def look_at(eye: np.ndarray, target: np.ndarray, up=(0.0, 0.0, 1.0)) -> np.ndarray:
-    """OpenCV world-to-camera matrix for a camera at ``eye`` looking at ``target`` with z up."""
-    f = target - eye
-    f = f / np.linalg.norm(f)
-    r = np.cross(f, up)
-    r = r / np.linalg.norm(r)
-    d = np.cross(f, r)  # OpenCV y points down: x cross y = z means y = z cross x
-    R = np.stack([r, d, f])  # rows: camera axes in world coordinates
-    w2c = np.eye(4)
-    w2c[:3, :3] = R
-    w2c[:3, 3] = -R @ eye
-    return w2c
 
 
 def camera_ring(n: int = 48, size: int = 160, focal: float = 190.0, radius: float = 3.9) -> list[DemoCamera]:
