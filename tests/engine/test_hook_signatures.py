@@ -19,12 +19,12 @@ from .engine_helpers import TOY_PLUGIN, make_trainer, toy_raw_config
 PORTED = {
     "pointrix": (
         "PointrixStyleHook",
-        "def after_train_iter(self, trainner):\n        self.trainer.stop()",
+        "def after_train_iter(self, trainner):\n        trainner.writer.write_scalar('x', 1.0, trainner.global_step)",
         "PointrixStyleHook.after_train_iter(self, trainner)",
     ),
     "mmengine": (
         "MMEngineStyleHook",
-        "def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):\n        self.trainer.stop()",
+        "def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):\n        runner.visualizer.add_scalar('x', 1.0, runner.iter + 1)",
         "MMEngineStyleHook.after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None)",
     ),
 }
