@@ -32,7 +32,7 @@ def test_demo_generation_prints_one_line_saying_where(tmp_path, monkeypatch, cap
     monkeypatch.setattr(make, "generate_demo", fake_generate)
     demo = tmp_path / "data" / "demo"
     assert require_dir(demo / "nerf_synthetic") == demo / "nerf_synthetic"
-    assert capsys.readouterr().out == f"generating the demo scene in {demo} (only once: later runs reuse it)\n"
+    assert capsys.readouterr().out == f"generating the demo scene in {demo.resolve()} (only once: later runs reuse it)\n"
     assert len(written) == 1
     require_dir(demo / "colmap")  # already there: silent
     assert capsys.readouterr().out == "" and len(written) == 1

@@ -132,23 +132,25 @@ def _gsplat_on_cpu(c: Case) -> list[str]:
     return ["--config", c.config(), "device=cpu", "renderer.backend=gsplat"]
 
 
-def _plugin_duplicate_name(c: Case) -> list[str]:
-    plugin = c.root / "my_hooks.py"
+def _hook_plugin(c: Case, filename: str, hook_class: str) -> Path:
+    """A plugin file registering ``hook_class`` (source text of one Hook subclass)."""
+    plugin = c.root / filename
     plugin.write_text(
         "from pointrix_lite.engine.hooks import Hook\n"
         "from pointrix_lite.registry import HOOKS\n\n\n"
-        "@HOOKS.register()\nclass LogHook(Hook):\n    pass\n"
+        f"@HOOKS.register()\n{hook_class}"
     )
+    return plugin
+
+
+def _plugin_duplicate_name(c: Case) -> list[str]:
+    plugin = _hook_plugin(c, "my_hooks.py", "class LogHook(Hook):\n    pass\n")
     return ["--config", c.config(), "--plugin", str(plugin)]
 
 
 def _hook_site_signature(c: Case) -> list[str]:
-    plugin = c.root / "point_count.py"
-    plugin.write_text(
-        "from pointrix_lite.engine.hooks import Hook\n"
-        "from pointrix_lite.registry import HOOKS\n\n\n"
-        "@HOOKS.register()\nclass PointCountHook(Hook):\n    def after_train_iter(self, trainner):\n        pass\n"
-    )
+    source = "class PointCountHook(Hook):\n    def after_train_iter(self, trainner):\n        pass\n"
+    plugin = _hook_plugin(c, "point_count.py", source)
     c.raw["hooks"].append({"type": "PointCountHook"})
     return ["--config", c.config(), "--plugin", str(plugin)]
 
