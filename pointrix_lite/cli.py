@@ -92,17 +92,18 @@ def run(args: argparse.Namespace) -> int:
     except TrainingInterrupted as stop:
         if not main_process:
             return EXIT_INTERRUPTED
+        from .engine.summary import resume_command
+
         print(
             f"\ninterrupted at step {stop.step}; checkpoint saved to {stop.checkpoint}\n"
-            f"resume with: python scripts/train.py --config {exp_dir / 'config.yaml'} --resume"
-            + "".join(f" --plugin {p}" for p in args.plugin),
+            f"resume with: {resume_command(exp_dir, args.plugin)}",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
     if main_process:
         from .engine.summary import trainer_summary
 
-        print(trainer_summary(trainer))
+        print(trainer_summary(trainer, args.plugin))
     distributed.teardown()
     return 0
 

@@ -26,6 +26,7 @@ from ..registry import DATASETS, HOOKS, MODELS, RENDERERS, STRATEGIES, WRITERS
 from .. import writers as _builtin_writers  # noqa: F401 - registers the default writers
 from . import hooks as _builtin_hooks  # noqa: F401 - registers the default hooks
 from .hooks.base import HOOK_ENGINE_KEYS
+from .hooks.signature import check_hook_class
 from .priority import get_priority, priority_name
 
 # Hooks every run has unless a `hooks:` entry says `enabled: false` (see docs/extending.md).
@@ -61,7 +62,10 @@ class ExperimentConfig:
     model: dict[str, Any] = field(default_factory=lambda: {"type": "GaussianModel"})
     renderer: dict[str, Any] = field(default_factory=lambda: {"type": "GaussianRenderer"})
     strategy: Optional[dict[str, Any]] = None
-    hooks: list[dict[str, Any]] = field(default_factory=list)
+    # A list of {type, ...} entries, or a mapping {HookType: {options}} (Pointrix / MMEngine
+    # default_hooks style); resolves to the list form either way. Checked by hook_entries, which
+    # names the entry at fault (a Union here would only say "expected Union").
+    hooks: Any = field(default_factory=list)
     writers: list[dict[str, Any]] = field(default_factory=_default_writers)
     # DI-engine shorthand keys; folded into `hooks` (or the run's start) when the config resolves.
     save_ckpt_after_iter: Optional[int] = None  # -> CheckPointHook.interval
@@ -79,6 +83,32 @@ SHORTHANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class DuplicateKeyError(yaml.MarkedYAMLError):
+    """A key given twice in one YAML mapping."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key repeated in one mapping.
+
+    Plain YAML keeps the last value, so a second ``LogHook:`` under ``hooks:`` would silently
+    replace the first; here it is an error naming the key and its line.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` merges, later keys override it
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise DuplicateKeyError(problem=f"duplicate key {key!r}", problem_mark=key_node.start_mark)
+            try:
+                seen.add(key)
+            except TypeError:  # an unhashable key: let the base class report it
+                pass
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping; a missing file or bad YAML is a one-line ConfigError naming the file."""
     path = Path(path)
@@ -87,7 +117,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config ({exc.strerror or exc})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
@@ -147,13 +177,61 @@ def _split_hook_entry(entry: Any, key_path: str) -> tuple[str, dict[str, Any], d
     return str(entry["type"]), engine, options
 
 
+def _mapping_entry(key: Any, value: Any) -> tuple[str, dict[str, Any]]:
+    """One item of the mapping form -> (key path, list-form entry).
+
+    The key is the hook type (Pointrix: ``LogHook: {interval: 50}``) or a label with ``type``
+    inside (MMEngine's ``default_hooks``: ``logger: {type: LogHook, interval: 50}``).
+    """
+    key_path = f"hooks.{key}"
+    if not isinstance(value, dict):
+        # null too: MMEngine reads `checkpoint: None` as "off", a YAML user writing `LogHook:` as "on";
+        # neither guess is safe, so the user says which.
+        raise ConfigError(
+            f"{key_path}: expected a mapping of options, e.g. {key}: {{interval: 50}} ({{}} for the defaults, "
+            f"{{enabled: false}} to turn it off), got {value!r}"
+        )
+    type_name = str(value.get("type", key))
+    cls = HOOKS.get(type_name, f"{key_path}.type" if "type" in value else key_path)
+    config_cls = getattr(cls, "Config", None)
+    options = {f.name for f in dataclasses.fields(config_cls)} if config_cls is not None else set()
+    if "name" in value and "name" not in options:
+        raise ConfigError(
+            f"{key_path}.name: Pointrix's `name:` is the key itself here (or `type:`); drop it (see docs/porting.md#config-keys)"
+        )
+    return key_path, {"type": type_name, **{k: v for k, v in value.items() if k != "type"}}
+
+
+def hook_entries(hooks: Any) -> list[tuple[str, Any]]:
+    """``hooks:`` in list or mapping form -> ``[(key path, entry)]`` in the order written.
+
+    In the mapping form a default hook may be configured once only: two keys setting
+    ``LogHook`` options would otherwise merge silently.
+    """
+    if isinstance(hooks, list):
+        return [(f"hooks[{i}]", entry) for i, entry in enumerate(hooks)]
+    if not isinstance(hooks, dict):
+        raise ConfigError(
+            f"hooks: expected a list ([{{type: LogHook, interval: 50}}]) or a mapping ({{LogHook: {{interval: 50}}}}), got {hooks!r}"
+        )
+    entries, seen = [], {}
+    for key, value in hooks.items():
+        key_path, entry = _mapping_entry(key, value)
+        if entry["type"] in DEFAULT_HOOKS:
+            if entry["type"] in seen:
+                raise ConfigError(f"{key_path}: configures {entry['type']} again (already configured by {seen[entry['type']]}); keep one")
+            seen[entry["type"]] = key_path
+        entries.append((key_path, entry))
+    return entries
+
+
 def _priority_for_yaml(value: int) -> str | int:
     name = priority_name(value)
     return value if name.isdigit() else name  # a level name when there is one, else the int
 
 
 def resolve_hooks(cfg: ExperimentConfig) -> list[dict[str, Any]]:
-    """Merge default hooks, the user's ``hooks:`` list and shorthand keys into one resolved list.
+    """Merge default hooks, the user's ``hooks:`` (list or mapping) and shorthand keys into one resolved list.
 
     Order: the default hooks first (in :data:`DEFAULT_HOOKS` order), then the user's other hooks
     in the order written; ties in priority keep this order. A user entry whose type is a default
@@ -165,10 +243,9 @@ def resolve_hooks(cfg: ExperimentConfig) -> list[dict[str, Any]]:
     for name in DEFAULT_HOOKS:
         merged[name] = {"type": name}
         origin[name] = f"default {name}"
-    for i, entry in enumerate(cfg.hooks):
-        key_path = f"hooks[{i}]"
+    for i, (key_path, entry) in enumerate(hook_entries(cfg.hooks)):
         type_name, engine, options = _split_hook_entry(entry, key_path)
-        HOOKS.get(type_name, f"{key_path}.type")
+        check_hook_class(HOOKS.get(type_name, f"{key_path}.type"), key_path)  # before the data loads
         if "enabled" in engine and not isinstance(engine["enabled"], bool):
             raise ConfigError(f"{key_path}.enabled: expected true/false, got {engine['enabled']!r}")
         if "priority" in engine:

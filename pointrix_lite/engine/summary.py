@@ -6,9 +6,10 @@ shows what a user will actually find on disk, and ``scripts/render.py`` prints t
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 from .checkpoint import find_latest
 
@@ -81,10 +82,44 @@ def format_summary(
     return "\n".join(lines)
 
 
-def trainer_summary(trainer: Any) -> str:
-    """:func:`format_summary` of a finished :class:`DefaultTrainer` (PLY path from PlyExportHook)."""
+def resume_command(exp_dir: str | Path, plugins: Iterable[str] = (), max_steps: Optional[int] = None) -> str:
+    """The command that continues the run in ``exp_dir`` from its latest checkpoint (to ``max_steps``)."""
+    command = f"python scripts/train.py --config {Path(exp_dir) / 'config.yaml'} --resume"
+    if max_steps is not None:
+        command += f" trainer.max_steps={max_steps}"
+    return command + "".join(f" --plugin {p}" for p in plugins)
+
+
+def viewer_available() -> bool:
+    # The viewer is optional (its own package and dependencies); offer it only where it imports.
+    try:
+        importlib.import_module("pointrix_lite.viewer")
+    except ImportError:
+        return False
+    return True
+
+
+def next_commands(exp_dir: str | Path, plugins: Iterable[str] = (), finished_steps: Optional[int] = None) -> str:
+    """What to do next with a run: view it (once a viewer is installed) and continue training it.
+
+    ``finished_steps``: the run reached its ``max_steps`` at this step, so continuing needs a
+    larger one (twice as many is offered); ``None`` resumes to the configured ``max_steps``.
+    """
+    lines = ["next:"]
+    if viewer_available():
+        lines.append(f"  {'view':<12} python scripts/view.py --exp-dir {exp_dir}")
+    more = 2 * finished_steps if finished_steps else None
+    lines.append(f"  {'train longer' if more else 'resume':<12} {resume_command(exp_dir, plugins, more)}")
+    return "\n".join(lines)
+
+
+def trainer_summary(trainer: Any, plugins: Iterable[str] = ()) -> str:
+    """:func:`format_summary` of a finished :class:`DefaultTrainer` (PLY path from PlyExportHook),
+    then :func:`next_commands` (``plugins``: the ``--plugin`` files the resume command must repeat)."""
     ply = next((h.path for h in trainer.hooks if type(h).__name__ == "PlyExportHook" and h.path), None)
     n = getattr(trainer.model, "num_gaussians", None)
-    return format_summary(
+    summary = format_summary(
         trainer.exp_dir, trainer.global_step, trainer.train_seconds, int(n) if n is not None else None, ply
     )
+    finished = trainer.global_step if trainer.global_step >= trainer.cfg.trainer.max_steps else None
+    return summary + "\n" + next_commands(trainer.exp_dir, plugins, finished)

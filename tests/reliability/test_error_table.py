@@ -132,14 +132,37 @@ def _gsplat_on_cpu(c: Case) -> list[str]:
     return ["--config", c.config(), "device=cpu", "renderer.backend=gsplat"]
 
 
-def _plugin_duplicate_name(c: Case) -> list[str]:
-    plugin = c.root / "my_hooks.py"
+def _hook_plugin(c: Case, filename: str, hook_class: str) -> Path:
+    """A plugin file registering ``hook_class`` (source text of one Hook subclass)."""
+    plugin = c.root / filename
     plugin.write_text(
         "from pointrix_lite.engine.hooks import Hook\n"
         "from pointrix_lite.registry import HOOKS\n\n\n"
-        "@HOOKS.register()\nclass LogHook(Hook):\n    pass\n"
+        f"@HOOKS.register()\n{hook_class}"
     )
+    return plugin
+
+
+def _plugin_duplicate_name(c: Case) -> list[str]:
+    plugin = _hook_plugin(c, "my_hooks.py", "class LogHook(Hook):\n    pass\n")
     return ["--config", c.config(), "--plugin", str(plugin)]
+
+
+def _hook_site_signature(c: Case) -> list[str]:
+    source = "class PointCountHook(Hook):\n    def after_train_iter(self, trainner):\n        pass\n"
+    plugin = _hook_plugin(c, "point_count.py", source)
+    c.raw["hooks"].append({"type": "PointCountHook"})
+    return ["--config", c.config(), "--plugin", str(plugin)]
+
+
+def _hooks_mapping_entry(c: Case) -> list[str]:
+    return ["--config", c.config(hooks={"LogHook": 50})]
+
+
+def _duplicate_yaml_key(c: Case) -> list[str]:
+    path = Path(c.config(hooks={"LogHook": {"interval": 5}}))
+    path.write_text(path.read_text() + "hooks: {CheckPointHook: {}}\n")  # a second top-level `hooks:`
+    return ["--config", str(path)]
 
 
 def _unwritable_output_dir(c: Case) -> list[str]:
@@ -208,6 +231,9 @@ SETUPS: dict[str, Callable[[Case], list[str]]] = {
     "cuda-without-cuda": _cuda_without_cuda,
     "gsplat-on-cpu": _gsplat_on_cpu,
     "plugin-duplicate-name": _plugin_duplicate_name,
+    "hook-site-signature": _hook_site_signature,
+    "hooks-mapping-entry": _hooks_mapping_entry,
+    "duplicate-yaml-key": _duplicate_yaml_key,
     "disk-full-at-start": _disk_full_at_start,
     "disk-full-during-training": _disk_full_during_training,
     "nan-loss": _nan_loss,

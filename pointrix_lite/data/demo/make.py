@@ -94,6 +94,8 @@ def ensure_demo(out: Path) -> Path:
     """
     if out.is_dir():
         return out
+    # A first run otherwise sits silent for seconds before the hook table: say what and where.
+    print(f"generating the demo scene in {out.resolve()} (only once: later runs reuse it)", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:

@@ -8,8 +8,9 @@ from .iter_timer_hook import IterTimerHook
 from .log_hook import LogHook
 from .nan_guard_hook import NaNGuardHook, NonFiniteLossError
 from .profiler_hook import ProfilerHook
+from .signature import HookSignatureError, check_hook_class
 
 __all__ = [
-    "SITES", "Hook", "build_hooks", "format_hook_table", "sort_hooks", "CheckPointHook", "IterTimerHook",
+    "SITES", "Hook", "HookSignatureError", "build_hooks", "check_hook_class", "format_hook_table", "sort_hooks", "CheckPointHook", "IterTimerHook",
     "LogHook", "NaNGuardHook", "NonFiniteLossError", "PlyExportHook", "ProfilerHook",
 ]

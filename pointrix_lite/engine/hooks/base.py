@@ -63,6 +63,9 @@ class Hook:
     - ``after_val_epoch(metrics)`` / ``after_test_epoch(metrics)``: mean metrics ``{name: float | None}``.
     - every other site: no arguments.
 
+    A subclass's sites are checked against these when its hooks are built (``signature.py``): one
+    taking the trainer as an argument, as in Pointrix or MMEngine, is refused before anything runs.
+
     Class attribute ``priority`` is the default; YAML's ``priority:`` overrides it per instance.
     Subclasses with options declare a nested ``Config`` dataclass and take it as the first argument.
     """

@@ -8,6 +8,7 @@ from ...errors import ConfigError
 from ...registry import HOOKS
 from ..priority import get_priority, priority_name
 from .base import HOOK_ENGINE_KEYS, SITES, Hook
+from .signature import check_hook_class
 
 
 def sort_hooks(hooks: Iterable[Hook]) -> list[Hook]:
@@ -20,6 +21,10 @@ def build_hooks(entries: Iterable[dict[str, Any]]) -> list[Hook]:
 
     Hooks are not bound to a trainer here (``--show-hooks`` builds them without one); the
     trainer sets ``hook.trainer`` itself.
+
+    Raises:
+        ConfigError: unknown type or option; ``HookSignatureError`` for a site the trainer could
+            not call (a hook ported with the trainer as an argument), before anything runs.
     """
     hooks = []
     for entry in entries:
@@ -30,6 +35,7 @@ def build_hooks(entries: Iterable[dict[str, Any]]) -> list[Hook]:
         hook = HOOKS.build({"type": type_name, **options}, f"hooks.{type_name}")
         if not isinstance(hook, Hook):
             raise ConfigError(f"hooks.{type_name}: registered class is not a pointrix_lite Hook subclass")
+        check_hook_class(type(hook), f"hooks.{type_name}")
         if "priority" in entry:
             hook.priority = get_priority(entry["priority"], f"hooks.{type_name}.priority")
         hooks.append(hook)
