@@ -7,9 +7,10 @@ from .export_hook import PlyExportHook
 from .iter_timer_hook import IterTimerHook
 from .log_hook import LogHook
 from .nan_guard_hook import NaNGuardHook, NonFiniteLossError
+from .pose_opt_hook import PoseOptHook
 from .profiler_hook import ProfilerHook
 
 __all__ = [
     "SITES", "Hook", "build_hooks", "format_hook_table", "sort_hooks", "CheckPointHook", "IterTimerHook",
-    "LogHook", "NaNGuardHook", "NonFiniteLossError", "PlyExportHook", "ProfilerHook",
+    "LogHook", "NaNGuardHook", "NonFiniteLossError", "PlyExportHook", "PoseOptHook", "ProfilerHook",
 ]

@@ -1,0 +1,108 @@
+"""PoseOptHook: refine the training cameras' poses together with the Gaussians (opt-in).
+
+gsplat simple_trainer's ``pose_opt``: every training view gets a learnable SE(3) correction
+(:class:`~pointrix_lite.model.pose.PoseCorrection`) with its own Adam, learning rate and weight
+decay. Validation and test views keep their poses (they are not trained on; see docs/data.md).
+
+It works through the hook sites alone, so the trainer needs no pose-specific code: before each
+training step the batch's views are swapped for copies whose ``viewmat`` is the corrected (and
+differentiable) matrix; after the step (the loss has been back-propagated into the corrections)
+its optimizer steps. Its state (corrections and Adam moments) goes into every checkpoint, so a
+resumed run continues exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from ...errors import CheckpointError, ConfigError, DataError
+from ...model.pose import PoseCorrection
+from ...registry import HOOKS
+from .. import distributed
+from ..priority import Priority
+from .base import Hook
+
+
+@HOOKS.register()
+class PoseOptHook(Hook):
+    """Learnable per-training-view camera pose corrections (see module docstring).
+
+    HIGH priority: its ``after_train_iter`` steps the corrections before CheckPointHook
+    (VERY_LOW) saves, so a checkpoint of step ``k`` holds the corrections after step ``k``.
+    """
+
+    priority = Priority.HIGH
+
+    @dataclass
+    class Config:
+        lr: float = 1e-4  # Adam lr of the corrections (gsplat: pose_opt_lr; grows with sqrt(batch) like the model's)
+        weight_decay: float = 1e-6  # pulls the corrections towards the identity (gsplat: pose_opt_reg)
+
+        def __post_init__(self) -> None:
+            if not self.lr > 0.0:
+                raise ConfigError(f"PoseOptHook.lr: must be > 0, got {self.lr}")
+            if not self.weight_decay >= 0.0:
+                raise ConfigError(f"PoseOptHook.weight_decay: must be >= 0, got {self.weight_decay}")
+
+    def __init__(self, config: Config | None = None) -> None:
+        super().__init__(config or self.Config())
+        self.correction: PoseCorrection | None = None
+        self.optimizer: torch.optim.Adam | None = None
+
+    def before_run(self) -> None:
+        trainer = self.trainer
+        n_views = len(trainer.dataset.train_views)
+        self.correction = PoseCorrection(n_views).to(trainer.device)
+        lr = self.config.lr * math.sqrt(trainer.effective_batch_size)
+        self.optimizer = torch.optim.Adam(self.correction.parameters(), lr=lr, weight_decay=self.config.weight_decay)
+
+    def before_train_iter(self, batch_idx: int, batch: list) -> None:
+        if self.correction is None:
+            return
+        n = self.correction.delta.shape[0]
+        bad = [v.name for v in batch if not 0 <= v.index < n]
+        if bad:
+            raise DataError(f"PoseOptHook: training view(s) {', '.join(bad)} have no pose correction (only {n} views)")
+        ids = torch.tensor([v.index for v in batch], device=self.correction.delta.device)
+        viewmats = torch.stack([torch.as_tensor(v.camera.viewmat) for v in batch])
+        corrected = self.correction(viewmats, ids)
+        # The trainer renders the very list it passed us: replace its items, not the list.
+        for i, view in enumerate(batch):
+            batch[i] = replace(view, camera=replace(view.camera, viewmat=corrected[i]))
+
+    def after_train_iter(self, batch_idx: int, batch: list) -> None:
+        if self.optimizer is None or self.correction is None:
+            return
+        distributed.all_reduce_gradients(self.correction.parameters())
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def corrected_viewmats(self, views: list) -> torch.Tensor:
+        """[V, 4, 4] refined world-to-camera matrices of training ``views`` (detached)."""
+        if self.correction is None:
+            raise RuntimeError("PoseOptHook: not attached to a running trainer yet")
+        with torch.no_grad():
+            ids = torch.tensor([v.index for v in views], device=self.correction.delta.device)
+            return self.correction(torch.stack([torch.as_tensor(v.camera.viewmat) for v in views]), ids)
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.correction is None or self.optimizer is None:
+            return {}
+        return {"delta": self.correction.delta.detach().clone(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not state or self.correction is None or self.optimizer is None:
+            return
+        delta = state["delta"]
+        if tuple(delta.shape) != tuple(self.correction.delta.shape):
+            raise CheckpointError(
+                f"PoseOptHook: checkpoint has pose corrections for {delta.shape[0]} views, "
+                f"this dataset has {self.correction.delta.shape[0]} training views"
+            )
+        with torch.no_grad():
+            self.correction.delta.copy_(delta)
+        self.optimizer.load_state_dict(state["optimizer"])
