@@ -4,24 +4,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PIL import Image
+from ..data.images import downscale, read_image, write_png
 
 
 def write_downscaled(out: Path, levels: int) -> list[Path]:
-    """Write ``out/images_{2^k}`` for k = 1..levels; returns the folders.
+    """Write ``out/images_{2^k}`` (PNG, same file names) for k = 1..levels; returns the folders.
 
-    Sizes are ``round(size / factor)`` (what ``Camera.scaled`` expects); pixels are box-filtered
-    (the mean of each factor x factor block when it divides), so no aliasing.
+    Sizes are ``round(size / factor)`` (what ``Camera.scaled`` expects) and pixels go through the
+    dataset's own area filter, so a pre-scaled folder holds what resizing on load would give.
     """
-    src = out / "images"
+    src = sorted((out / "images").iterdir())
     folders = []
     for k in range(1, levels + 1):
         factor = 2**k
         dst = out / f"images_{factor}"
         dst.mkdir(parents=True, exist_ok=True)
-        for path in sorted(src.iterdir()):
-            with Image.open(path) as im:
-                size = (max(1, round(im.width / factor)), max(1, round(im.height / factor)))
-                im.convert("RGB").resize(size, Image.Resampling.BOX).save(dst / path.name)
+        for path in src:
+            image = read_image(path)
+            h, w = image.shape[:2]
+            small = downscale(image, max(1, round(w / factor)), max(1, round(h / factor)))
+            write_png(dst / path.name, small)
         folders.append(dst)
     return folders
