@@ -111,11 +111,11 @@ def _structure_from_motion(
     with stages.stage("matching", f"{matcher}") as st:
         matched, verified = sfm.match_features(pycolmap, database, matcher, opts)
         st.done(f"{matcher}: {matched} pairs matched, {verified} verified")
-    registered = [0]
+    registered = [2]  # the callback fires for each image after the initial pair
 
     def on_image() -> None:
         registered[0] += 1
-        stages.update(f"{registered[0] + 1}/{n} images registered")
+        stages.update(f"{registered[0]}/{n} images registered (over all models so far)")
 
     with stages.stage("mapping", f"{opts.mapper}") as st:
         recs = sfm.map_scene(pycolmap, database, images.root, colmap_dir / "sparse", opts, on_image)

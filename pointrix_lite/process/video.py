@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ def sharpness(rgb: np.ndarray) -> float:
 
 
 def select_frames(
-    video: Path, out_dir: Path, num_frames: int, sharp: bool, on_frame=None
+    video: Path, out_dir: Path, num_frames: int, sharp: bool, on_frame: Callable[[int, int], None] | None = None
 ) -> list[str]:
     """Write one PNG per window of ``video`` into ``out_dir``; return the file names.
 
