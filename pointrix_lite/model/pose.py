@@ -43,8 +43,7 @@ class PoseCorrection(nn.Module):
         """[C] view indices -> [C, 4, 4] correction matrices (camera frame)."""
         d = self.delta[ids]
         R = rotation_6d_to_matrix(d[:, 3:] + self.identity_6d)
-        T = torch.eye(4, dtype=d.dtype, device=d.device).repeat(len(ids), 1, 1)
-        T = T.clone()
+        T = torch.eye(4, dtype=d.dtype, device=d.device).repeat(len(ids), 1, 1)  # a copy: written below
         T[:, :3, :3] = R
         T[:, :3, 3] = d[:, :3]
         return T

@@ -15,7 +15,7 @@ from pointrix_lite.data.cameras import Camera, View
 from pointrix_lite.engine.checkpoint import find_latest, load_checkpoint_file
 from pointrix_lite.engine.hooks import Hook, PoseOptHook
 from pointrix_lite.engine.trainer import TrainingInterrupted
-from pointrix_lite.errors import ConfigError
+from pointrix_lite.errors import CheckpointError, ConfigError
 from pointrix_lite.model.pose import PoseCorrection, rotation_6d_to_matrix
 from pointrix_lite.registry import RENDERERS
 from pointrix_lite.renderer import GaussianRenderer
@@ -71,8 +71,9 @@ def _perturbation() -> torch.Tensor:
     return T
 
 
-def test_gradients_reach_the_correction_and_match_finite_differences():
-    scene, renderer = _scene(), GaussianRenderer(GaussianRenderer.Config(backend="torch"))
+@pytest.mark.parametrize("backend", ["torch", "native"])
+def test_gradients_reach_the_correction_and_match_finite_differences(backend):
+    scene, renderer = _scene(), GaussianRenderer(GaussianRenderer.Config(backend=backend))
     target = renderer(scene, [_camera(torch.eye(4))], (0.0, 0.0, 0.0))["rgb"].detach()
     pc = PoseCorrection(2).double()
     start = _perturbation()
@@ -102,7 +103,8 @@ def test_gradients_reach_the_correction_and_match_finite_differences():
 
 
 def test_a_perturbed_pose_is_pulled_back():
-    scene, renderer = _scene(), GaussianRenderer(GaussianRenderer.Config(backend="torch"))
+    # auto: the native backend where it builds (fast), else torch; both are checked for gradients above.
+    scene, renderer = _scene(), GaussianRenderer(GaussianRenderer.Config(backend="auto"))
     target = renderer(scene, [_camera(torch.eye(4))], (0.0, 0.0, 0.0))["rgb"].detach()
     start = _perturbation()
     pc = PoseCorrection(1)
@@ -185,6 +187,14 @@ def test_hook_trains_corrections_and_resume_is_exact(toy_config, tmp_path):
     second.run(resume_from=find_latest(cfg.exp_dir))
     assert torch.equal(_pose_hook(second).correction.delta.detach(), delta)
     assert torch.equal(second.model.params["means"].detach(), straight.model.params["means"].detach())
+
+
+def test_checkpoint_from_another_view_count_is_a_clear_error(toy_config, tmp_path):
+    run = make_trainer(toy_config(POSE_EXTRA, overrides=[f"exp_dir={tmp_path / 'a'}", "trainer.max_steps=4"]))
+    run.run()
+    other = make_trainer(toy_config(POSE_EXTRA, overrides=[f"exp_dir={tmp_path / 'b'}", "dataset.num_train=5"]))
+    with pytest.raises(CheckpointError, match="pose corrections for 4 views, this dataset has 5 training views"):
+        other.run(resume_from=find_latest(run.exp_dir))
 
 
 def test_hook_config_errors(toy_config):

@@ -84,14 +84,6 @@ class PoseOptHook(Hook):
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
-    def corrected_viewmats(self, views: list) -> torch.Tensor:
-        """[V, 4, 4] refined world-to-camera matrices of training ``views`` (detached)."""
-        if self.correction is None:
-            raise RuntimeError("PoseOptHook: not attached to a running trainer yet")
-        with torch.no_grad():
-            ids = torch.tensor([v.index for v in views], device=self.correction.delta.device)
-            return self.correction(torch.stack([torch.as_tensor(v.camera.viewmat) for v in views]), ids)
-
     def state_dict(self) -> dict[str, Any]:
         if self.correction is None or self.optimizer is None:
             return {}
