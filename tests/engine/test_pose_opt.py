@@ -202,3 +202,45 @@ def test_hook_config_errors(toy_config):
         toy_config({"hooks": [{"type": "PoseOptHook", "lr": 0}]})
     with pytest.raises(ConfigError, match="weight_decay"):
         toy_config({"hooks": [{"type": "PoseOptHook", "weight_decay": -1}]})
+
+
+class _EvalTrainer:
+    """What PoseOptHook's test-time alignment reads from a trainer (weak-referenceable)."""
+
+    def __init__(self, model, renderer) -> None:
+        self.model, self.renderer = model, renderer
+        self.dataset = SimpleNamespace(background=(0.0, 0.0, 0.0))
+        self.device = torch.device("cpu")
+
+
+def test_test_time_alignment_fits_the_test_pose_and_leaves_the_model_alone():
+    scene = _scene()
+    means = torch.nn.Parameter(scene.render_params()["means"].clone())
+    params = {**scene.render_params(), "means": means}
+    model = SimpleNamespace(render_params=lambda: params)
+    renderer = GaussianRenderer(GaussianRenderer.Config(backend="auto"))
+    image = renderer(model, [_camera(torch.eye(4))], (0.0, 0.0, 0.0))["rgb"][0].detach()
+    view = View(_camera(_perturbation()), (image * 255).round().to(torch.uint8), "t0", 0)
+    hook = PoseOptHook(PoseOptHook.Config(test_align_steps=150, test_align_lr=2e-3))
+    trainer = _EvalTrainer(model, renderer)
+    hook.trainer = trainer
+    batch = [view]
+    with torch.no_grad():  # as the trainer evaluates
+        hook.before_test_iter(0, batch)
+    before = float((_perturbation() - torch.eye(4)).abs().max())
+    after = float((batch[0].camera.viewmat - torch.eye(4)).abs().max())
+    assert after < 0.15 * before, (before, after)
+    assert batch[0] is not view and torch.equal(view.camera.viewmat, _perturbation())  # the dataset's view is kept
+    assert means.grad is None
+
+
+def test_trainer_scores_the_aligned_test_pose(toy_config, tmp_path):
+    def run(steps: int) -> float:
+        extra = {**POSE_EXTRA, "trainer": {"max_steps": 8, "val_interval": 0, "test_at_end": True, "save_test_renders": False}}
+        extra["hooks"] = [{"type": "PoseOptHook", "lr": 0.01, "test_align_steps": steps, "test_align_lr": 0.05}]
+        trainer = make_trainer(toy_config(extra, overrides=[f"exp_dir={tmp_path / str(steps)}"]))
+        trainer.run()
+        return trainer.metric_dict["psnr"]
+
+    # Equal scores would mean the trainer rendered the dataset's pose, not the aligned one.
+    assert run(30) > run(0) + 0.2

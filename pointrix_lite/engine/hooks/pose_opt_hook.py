@@ -2,7 +2,10 @@
 
 gsplat simple_trainer's ``pose_opt``: every training view gets a learnable SE(3) correction
 (:class:`~pointrix_lite.model.pose.PoseCorrection`) with its own Adam, learning rate and weight
-decay. Validation and test views keep their poses (they are not trained on; see docs/data.md).
+decay. Validation and test views keep their poses (they are not trained on; see docs/data.md),
+unless ``test_align_steps`` > 0: then, as nerfstudio's evaluation can, each test view's pose is
+first fitted to its image with the Gaussians frozen (a per-view correction of its own), so that the
+test metrics measure the scene rather than how far the refined training frame drifted from it.
 
 It works through the hook sites alone, so the trainer needs no pose-specific code: before each
 training step the batch's views are swapped for copies whose ``viewmat`` is the corrected (and
@@ -44,12 +47,19 @@ class PoseOptHook(Hook):
         # cost 2 dB on test views (which keep their poses); 1e-5 stayed within noise of no refinement.
         lr: float = 1e-5
         weight_decay: float = 1e-6  # pulls the corrections towards the identity (gsplat: pose_opt_reg)
+        test_align_steps: int = 0  # > 0: fit each test view's pose (Gaussians frozen) before it is scored
+        test_align_lr: float = 1e-3  # Adam lr of that fit
 
         def __post_init__(self) -> None:
             if not self.lr > 0.0:
                 raise ConfigError(f"PoseOptHook.lr: must be > 0, got {self.lr}")
             if not self.weight_decay >= 0.0:
                 raise ConfigError(f"PoseOptHook.weight_decay: must be >= 0, got {self.weight_decay}")
+            if self.test_align_steps < 0 or not self.test_align_lr > 0.0:
+                raise ConfigError(
+                    f"PoseOptHook.test_align_steps / test_align_lr: must be >= 0 / > 0, got "
+                    f"{self.test_align_steps} / {self.test_align_lr}"
+                )
 
     def __init__(self, config: Config | None = None) -> None:
         super().__init__(config or self.Config())
@@ -83,6 +93,32 @@ class PoseOptHook(Hook):
         distributed.all_reduce_gradients(self.correction.parameters())
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+
+    def before_test_iter(self, batch_idx: int, batch: list) -> None:
+        steps = self.config.test_align_steps
+        if steps <= 0:
+            return
+        trainer = self.trainer
+        for i, view in enumerate(batch):
+            batch[i] = replace(view, camera=replace(view.camera, viewmat=self._aligned_viewmat(trainer, view, steps)))
+
+    def _aligned_viewmat(self, trainer: Any, view: Any, steps: int) -> torch.Tensor:
+        """[4, 4] pose of test ``view`` that best explains its image under the frozen model (L1)."""
+        correction = PoseCorrection(1).to(trainer.device)
+        optimizer = torch.optim.Adam(correction.parameters(), lr=self.config.test_align_lr)
+        viewmat = torch.as_tensor(view.camera.viewmat)[None]
+        ids = torch.zeros(1, dtype=torch.long, device=trainer.device)
+        target = view.float_image(trainer.device)
+        with torch.enable_grad():  # the trainer evaluates under no_grad
+            for _ in range(steps):
+                camera = replace(view.camera, viewmat=correction(viewmat, ids)[0])
+                rgb = trainer.renderer(trainer.model, [camera], trainer.dataset.background)["rgb"][0]
+                loss = (rgb - target).abs().mean()
+                # Gradients for the correction only: the model's .grad must stay untouched.
+                (correction.delta.grad,) = torch.autograd.grad(loss, [correction.delta])
+                optimizer.step()
+        with torch.no_grad():
+            return correction(viewmat, ids)[0]
 
     def state_dict(self) -> dict[str, Any]:
         if self.correction is None or self.optimizer is None:
