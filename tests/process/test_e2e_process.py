@@ -37,7 +37,8 @@ SHORT_RUN = [
     f"strategy.refine_stop_iter={STEPS - 50}", "strategy.reset_every=100000", "strategy.grow_grad2d=0.0002",
     "save_ckpt_after_iter=100000", "log_show_after_iter=100", "writers=[]", "hooks=[]",
 ]  # fmt: skip
-POSE_OPT = ["hooks=[{type: PoseOptHook}]"]  # its defaults: gsplat's lr 1e-5, weight decay 1e-6
+# Refinement with gsplat's defaults (lr 1e-5, weight decay 1e-6) and each test pose fitted before scoring.
+POSE_OPT = ["hooks=[{type: PoseOptHook, test_align_steps: 100}]"]
 
 
 def similarity(src: np.ndarray, dst: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
