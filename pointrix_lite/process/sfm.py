@@ -93,7 +93,8 @@ def match_features(pycolmap: ModuleType, database: Path, matcher: str, opts: Pro
         raise DataError(f"--matcher: unknown matcher {matcher!r}")
     db = pycolmap.Database.open(str(database))
     try:
-        matched, verified = int(db.num_matched_image_pairs()), int(db.num_verified_image_pairs())
+        # num_verified_image_pairs counts every pair verification looked at; only those with inliers overlap.
+        matched, verified = int(db.num_matched_image_pairs()), len(db.read_two_view_geometries()[0])
     finally:
         db.close()
     if verified == 0:
