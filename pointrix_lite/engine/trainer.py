@@ -355,7 +355,8 @@ class DefaultTrainer:
         for i, view in enumerate(views):
             batch = [view]
             self.call_hook(f"before_{split}_iter", batch_idx=i, batch=batch)
-            self.render_out = self.renderer(self.model, [view.camera], self.dataset.background)
+            # batch[0], not view: a hook may have swapped in a view with another pose (PoseOptHook).
+            self.render_out = self.renderer(self.model, [v.camera for v in batch], self.dataset.background)
             self.view_metrics = {k: _to_float(v) for k, v in self.model.get_metric_dict(self.render_out, batch).items()}
             per_view[view.name] = self.view_metrics
             render = image_to_uint8(self.render_out["rgb"][0])

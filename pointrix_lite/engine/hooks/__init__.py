@@ -7,10 +7,11 @@ from .export_hook import PlyExportHook
 from .iter_timer_hook import IterTimerHook
 from .log_hook import LogHook
 from .nan_guard_hook import NaNGuardHook, NonFiniteLossError
+from .pose_opt_hook import PoseOptHook
 from .profiler_hook import ProfilerHook
 from .signature import HookSignatureError, check_hook_class
 
 __all__ = [
     "SITES", "Hook", "HookSignatureError", "build_hooks", "check_hook_class", "format_hook_table", "sort_hooks", "CheckPointHook", "IterTimerHook",
-    "LogHook", "NaNGuardHook", "NonFiniteLossError", "PlyExportHook", "ProfilerHook",
+    "LogHook", "NaNGuardHook", "NonFiniteLossError", "PlyExportHook", "PoseOptHook", "ProfilerHook",
 ]

@@ -1,0 +1,159 @@
+"""``scripts/process.py`` / ``pointrix-process``: photos or a video -> a COLMAP scene to train on.
+
+The command checks its arguments and inputs, then runs the stages in a child process: pycolmap is
+C++ and some of its failures abort the whole process (a failed assertion, an allocator error),
+which would otherwise end the command with no message. The parent names the stage that died and
+where COLMAP's log is. COLMAP's own log goes to ``OUT/colmap/colmap.log``, not the terminal.
+
+Exit codes: 0 done, 2 bad input (``error: <one line>``), 1 pycolmap crashed, 130 Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from ..errors import DataError, PointrixError
+from .options import CAMERA_MODELS, ProcessOptions
+
+EXIT_USER_ERROR = 2
+EXIT_CRASH = 1
+EXIT_INTERRUPTED = 130
+WORKER_FLAG = "--_worker"
+LOG_NAME = "colmap.log"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="process.py",
+        description="Structure from motion with pycolmap on the CPU: photos or a video -> images/ + sparse/0 "
+        "that ColmapDataset trains on.",
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--images", type=Path, help="folder of photos (one camera)")
+    src.add_argument("--video", type=Path, help="video file (frames are extracted with ffmpeg)")
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.add_argument("--camera-model", choices=CAMERA_MODELS, default="SIMPLE_RADIAL",
+                   help="lens model (default SIMPLE_RADIAL; OPENCV can squash focal lengths on small sets)")
+    p.add_argument("--matcher", choices=("auto", "exhaustive", "sequential", "vocab_tree"), default="auto",
+                   help="auto: exhaustive up to 60 images, sequential above and for video")
+    p.add_argument("--vocab-tree", type=Path, help="vocabulary tree file: enables vocab_tree matching and "
+                   "loop detection in sequential matching (never downloaded)")
+    p.add_argument("--mapper", choices=("incremental", "global"), default="incremental")
+    p.add_argument("--max-image-size", type=int, default=3200, help="features are found on images downsized to this")
+    p.add_argument("--max-features", type=int, default=8192, help="SIFT features per image")
+    p.add_argument("--num-frames", type=int, default=100, help="video: frames to extract (evenly spaced)")
+    p.add_argument("--sharp-frames", action="store_true", help="video: the sharpest frame of each window")
+    p.add_argument("--downscales", type=int, default=0, metavar="K", help="also write images_2 .. images_{2^K}")
+    p.add_argument("--threads", type=int, default=-1, help="CPU threads for COLMAP (-1: all)")
+    p.add_argument("--overwrite", action="store_true", help="replace images/, sparse/, colmap/ already in --out")
+    return p
+
+
+def to_options(args: argparse.Namespace) -> ProcessOptions:
+    for key, minimum in (("max_image_size", 16), ("max_features", 16), ("num_frames", 3), ("downscales", 0)):
+        if getattr(args, key) < minimum:
+            raise DataError(f"--{key.replace('_', '-')}: must be >= {minimum}, got {getattr(args, key)}")
+    if args.vocab_tree is not None and not args.vocab_tree.is_file():
+        raise DataError(f"--vocab-tree {args.vocab_tree}: file not found")
+    if args.matcher == "vocab_tree" and args.vocab_tree is None:
+        raise DataError("--matcher vocab_tree needs --vocab-tree FILE (COLMAP would download one, and abort offline)")
+    return ProcessOptions(
+        out=args.out, images=args.images, video=args.video, camera_model=args.camera_model, matcher=args.matcher,
+        vocab_tree=args.vocab_tree, mapper=args.mapper, max_image_size=args.max_image_size,
+        max_features=args.max_features, num_frames=args.num_frames, sharp_frames=args.sharp_frames,
+        downscales=args.downscales, threads=args.threads, overwrite=args.overwrite,
+    )  # fmt: skip
+
+
+def check_inputs(opts: ProcessOptions) -> None:
+    """The checks that need no pycolmap, done before the worker starts."""
+    from .inputs import scan_images
+    from .pipeline import outputs_in_the_way
+
+    if opts.images is not None:
+        scan_images(opts.images)
+    elif not opts.video.is_file():
+        raise DataError(f"--video {opts.video}: file not found")
+    if opts.out.exists() and not opts.out.is_dir():
+        raise DataError(f"--out {opts.out}: exists and is not a folder")
+    existing = outputs_in_the_way(opts.out)
+    if existing and not opts.overwrite:
+        raise DataError(
+            f"--out {opts.out}: already holds {', '.join(p.name for p in existing)}; pass --overwrite to replace them "
+            "or choose another folder"
+        )
+    for path in existing:  # --overwrite: only what this run writes, never other files the user keeps there
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def _worker(argv: list[str]) -> int:
+    """The child: run the stages with fd 2 (COLMAP's log) sent to ``colmap/colmap.log``."""
+    from rich.console import Console
+
+    from .pipeline import run
+
+    opts = to_options(build_parser().parse_args(argv))
+    colmap_dir = opts.out / "colmap"
+    colmap_dir.mkdir(parents=True, exist_ok=True)
+    stderr = os.fdopen(os.dup(2), "w", buffering=1)
+    log = os.open(colmap_dir / LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 2)
+    os.close(log)
+    try:
+        run(opts, Console(highlight=False))
+    except PointrixError as exc:
+        print(f"error: {exc}", file=stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=stderr)
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def _crash_message(returncode: int, out: Path) -> str:
+    stage_file = out / "colmap" / "stage.txt"
+    stage = stage_file.read_text().strip() if stage_file.is_file() else "startup"
+    try:
+        what = signal.Signals(-returncode).name if returncode < 0 else f"exit code {returncode}"
+    except ValueError:
+        what = f"signal {-returncode}"
+    return (
+        f"pycolmap stopped the process ({what}) during stage '{stage}'; COLMAP's log: "
+        f"{out / 'colmap' / LOG_NAME}; files written before it are kept"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == [WORKER_FLAG]:
+        return _worker(argv[1:])
+    args = build_parser().parse_args(argv)
+    try:
+        opts = to_options(args)
+        check_inputs(opts)
+    except PointrixError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])  # the child imports this same pointrix_lite
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    child = subprocess.Popen([sys.executable, "-m", "pointrix_lite.process.cli", WORKER_FLAG, *argv], env=env)
+    try:
+        rc = child.wait()
+    except KeyboardInterrupt:  # the child got the same Ctrl-C; let it report
+        rc = child.wait()
+        return EXIT_INTERRUPTED if rc != EXIT_USER_ERROR else rc
+    if rc in (0, EXIT_USER_ERROR, EXIT_INTERRUPTED):
+        return rc
+    print(f"error: {_crash_message(rc, opts.out)}", file=sys.stderr)
+    return EXIT_CRASH
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""The whole run, stage by stage, with a live status line per stage (nerfstudio process_data style)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from rich.console import Console
+
+from .colmap_import import import_pycolmap
+from .downscale import write_downscaled
+from .inputs import ImageSet, scan_images
+from .options import ProcessOptions
+from .report import Summary, print_summary, write_summary
+from . import sfm
+
+STAGE_FILE = "stage.txt"  # the stage running now: the parent names it if pycolmap aborts the worker
+
+
+class Stages:
+    """Times each stage, shows a spinner with live text, prints one line when it is done."""
+
+    def __init__(self, console: Console, colmap_dir: Path) -> None:
+        self.console, self.colmap_dir, self.seconds = console, colmap_dir, {}
+        self._status = None
+
+    @contextlib.contextmanager
+    def stage(self, name: str, text: str) -> Iterator["Stages"]:
+        (self.colmap_dir / STAGE_FILE).write_text(name + "\n")
+        start = time.perf_counter()
+        with self.console.status(f"[bold]{name}[/bold]: {text}") as status:
+            self._status, self._name = status, name
+            yield self
+        self._status = None
+        self.seconds[name] = round(time.perf_counter() - start, 2)
+
+    def update(self, text: str) -> None:
+        if self._status is not None:
+            self._status.update(f"[bold]{self._name}[/bold]: {text}")
+
+    def done(self, text: str) -> None:
+        self.console.print(f"[green]✓[/green] [bold]{self._name}[/bold]: {text}", highlight=False)
+
+
+def prepare_output(opts: ProcessOptions) -> Path:
+    """Create ``out/colmap``; what :func:`outputs_in_the_way` reported must have been cleared."""
+    colmap_dir = opts.out / "colmap"
+    colmap_dir.mkdir(parents=True, exist_ok=True)
+    return colmap_dir
+
+
+def outputs_in_the_way(out: Path) -> list[Path]:
+    """What this run would write that already exists under ``out``."""
+    if not out.exists():
+        return []
+    names = ("images", "sparse", "colmap")
+    return sorted(p for p in out.iterdir() if p.name in names or p.name.startswith("images_"))
+
+
+def run(opts: ProcessOptions, console: Console) -> Summary:
+    """Run every stage; returns the summary (also printed and written to ``colmap/summary.json``)."""
+    colmap_dir = prepare_output(opts)
+    stages = Stages(console, colmap_dir)
+    pycolmap = import_pycolmap()
+    if opts.video is not None:
+        from .video import select_frames
+
+        frames_dir = colmap_dir / "frames"
+        how = "sharpest" if opts.sharp_frames else "middle"
+        with stages.stage("frames", f"reading {opts.video.name}") as st:
+            names = select_frames(
+                opts.video, frames_dir, opts.num_frames, opts.sharp_frames,
+                on_frame=lambda i, n: st.update(f"frame {i}/{n}") if i % 10 == 0 or i == n else None,
+            )  # fmt: skip
+            st.done(f"{len(names)} frames ({how} of each window) -> {frames_dir}")
+        images = scan_images(frames_dir)
+    else:
+        images = scan_images(opts.images)
+    summary = Summary(out=str(opts.out), n_input=len(images.names), skipped_inputs=images.skipped)
+    _structure_from_motion(pycolmap, opts, images, colmap_dir, stages, summary)
+    if opts.downscales > 0:
+        with stages.stage("downscale", f"{opts.downscales} level(s)") as st:
+            folders = write_downscaled(opts.out, opts.downscales)
+            summary.downscaled = [f.name for f in folders]
+            st.done(", ".join(summary.downscaled))
+    summary.stage_seconds = dict(stages.seconds)
+    (colmap_dir / STAGE_FILE).unlink(missing_ok=True)
+    write_summary(colmap_dir / "summary.json", summary)
+    print_summary(console, summary)
+    return summary
+
+
+def _structure_from_motion(
+    pycolmap, opts: ProcessOptions, images: ImageSet, colmap_dir: Path, stages: Stages, summary: Summary
+) -> None:
+    database = colmap_dir / "database.db"
+    database.unlink(missing_ok=True)  # a stale database would add its images to this run
+    n = len(images.names)
+    if images.skipped:
+        console = stages.console
+        console.print(f"[yellow]skipping {len(images.skipped)} unreadable file(s)[/yellow]: "
+                      + ", ".join(f"{name} ({why})" for name, why in images.skipped[:5]), highlight=False)
+    with stages.stage("features", f"0/{n} images") as st:
+        keypoints = sfm.extract_features(
+            pycolmap, database, images.root, images.names, opts, lambda d, t: st.update(f"{d}/{t} images")
+        )
+        st.done(f"{n} images, {keypoints} keypoints ({opts.camera_model}, one shared camera)")
+    matcher = opts.resolved_matcher(n)
+    with stages.stage("matching", f"{matcher}") as st:
+        matched, verified = sfm.match_features(pycolmap, database, matcher, opts)
+        st.done(f"{matcher}: {matched} pairs matched, {verified} verified")
+    registered = [2]  # the callback fires for each image after the initial pair
+
+    def on_image() -> None:
+        registered[0] += 1
+        stages.update(f"{registered[0]}/{n} images registered (over all models so far)")
+
+    with stages.stage("mapping", f"{opts.mapper}") as st:
+        recs = sfm.map_scene(pycolmap, database, images.root, colmap_dir / "sparse", opts, on_image)
+        chosen = sfm.pick_model(recs, images.names, opts.min_registered)
+        st.done(f"{opts.mapper}: {len(chosen.registered)}/{n} images in model {chosen.index}")
+    rec = chosen.reconstruction
+    summary.focal_lengths = sfm.check_intrinsics(rec, opts.camera_model)
+    summary.registered, summary.unregistered, summary.dropped_models = chosen.registered, chosen.unregistered, chosen.dropped
+    summary.reprojection_error = float(rec.compute_mean_reprojection_error())
+    summary.num_points = int(rec.num_points3D())
+    with stages.stage("undistort", "to PINHOLE") as st:
+        sfm.undistort(pycolmap, colmap_dir / "sparse" / str(chosen.index), images.root, colmap_dir / "undistorted",
+                      opts.out, opts.threads)
+        st.done(f"{opts.out / 'images'}, {opts.out / 'sparse' / '0'}")

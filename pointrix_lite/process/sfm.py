@@ -1,0 +1,199 @@
+"""The pycolmap stages: features -> matches -> map -> pick a model -> undistort to PINHOLE.
+
+Every function takes the imported ``pycolmap`` module (see :mod:`.colmap_import`) and a progress
+callback; failures the user can act on are one-line :class:`~pointrix_lite.errors.DataError`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..errors import DataError
+from .options import ProcessOptions
+
+Progress = Callable[[int, int], None]  # (done, total)
+
+# COLMAP's defaults expect megapixel photos; small captures (a few hundred features per image)
+# register far more images with these (measured on the 160 px demo: 25/48 -> 39/48).
+MIN_NUM_MATCHES = 10
+INIT_MIN_NUM_INLIERS = 50
+ABS_POSE_MIN_NUM_INLIERS = 15
+SUSPICIOUS_ASPECT = 1.25  # fx/fy beyond this (or below its inverse) is not a real lens
+SUSPICIOUS_FOCAL = (0.2, 8.0)  # focal / max(width, height) outside this: a degenerate calibration
+
+
+def _name_list(names: list[str], limit: int = 8) -> str:
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+def extract_features(
+    pycolmap: ModuleType, database: Path, image_dir: Path, names: list[str], opts: ProcessOptions, progress: Progress
+) -> int:
+    """SIFT on the CPU for ``names`` (one shared camera); returns the number of keypoints.
+
+    Runs in chunks only to report progress: every chunk adds its images to the same database, and
+    the chunks after the first reuse its camera (``CameraMode.SINGLE`` is per call).
+    """
+    reader = pycolmap.ImageReaderOptions()
+    reader.camera_model = opts.camera_model
+    extraction = pycolmap.FeatureExtractionOptions()
+    extraction.num_threads = opts.threads
+    extraction.max_image_size = opts.max_image_size
+    extraction.sift.max_num_features = opts.max_features
+    chunk = max(1, len(names) // 20)
+    for start in range(0, len(names), chunk):
+        pycolmap.extract_features(
+            database, image_dir, image_names=names[start : start + chunk], camera_mode=pycolmap.CameraMode.SINGLE,
+            reader_options=reader, extraction_options=extraction, device=pycolmap.Device.cpu,
+        )  # fmt: skip
+        progress(min(start + chunk, len(names)), len(names))
+        if reader.existing_camera_id < 0:
+            db = pycolmap.Database.open(str(database))
+            try:
+                reader.existing_camera_id = min(c.camera_id for c in db.read_all_cameras())
+            finally:
+                db.close()
+    db = pycolmap.Database.open(str(database))
+    try:
+        return int(db.num_keypoints())
+    finally:
+        db.close()
+
+
+def match_features(pycolmap: ModuleType, database: Path, matcher: str, opts: ProcessOptions) -> tuple[int, int]:
+    """Match and geometrically verify image pairs; returns (pairs matched, pairs verified).
+
+    Raises:
+        DataError: no pair of images survived verification (the photos do not overlap).
+    """
+    matching = pycolmap.FeatureMatchingOptions()
+    matching.num_threads = opts.threads
+    cpu = pycolmap.Device.cpu
+    if matcher == "exhaustive":
+        pycolmap.match_exhaustive(database, matching_options=matching, device=cpu)
+    elif matcher == "sequential":
+        pairing = pycolmap.SequentialPairingOptions()
+        if opts.vocab_tree is not None:  # loop detection needs the tree; without one COLMAP downloads it
+            pairing.loop_detection = True
+            pairing.vocab_tree_path = str(opts.vocab_tree)
+        pycolmap.match_sequential(database, matching_options=matching, pairing_options=pairing, device=cpu)
+    elif matcher == "vocab_tree":
+        if opts.vocab_tree is None:
+            raise DataError("--matcher vocab_tree needs --vocab-tree FILE (COLMAP would download one, and abort offline)")
+        pairing = pycolmap.VocabTreePairingOptions()
+        pairing.vocab_tree_path = str(opts.vocab_tree)
+        pycolmap.match_vocabtree(database, matching_options=matching, pairing_options=pairing, device=cpu)
+    else:
+        raise DataError(f"--matcher: unknown matcher {matcher!r}")
+    db = pycolmap.Database.open(str(database))
+    try:
+        # num_verified_image_pairs counts every pair verification looked at; only those with inliers overlap.
+        matched, verified = int(db.num_matched_image_pairs()), len(db.read_two_view_geometries()[0])
+    finally:
+        db.close()
+    if verified == 0:
+        raise DataError(
+            f"no overlapping image pairs: {matched} pair(s) matched but none passed geometric verification; "
+            "the photos must overlap (60%+ between neighbours), be sharp and textured; try --max-features 16384"
+        )
+    return matched, verified
+
+
+def map_scene(
+    pycolmap: ModuleType, database: Path, image_dir: Path, sparse_dir: Path, opts: ProcessOptions, on_image: Callable[[], None]
+) -> dict[int, Any]:
+    """Incremental or global mapping into ``sparse_dir/<k>``; returns ``{k: Reconstruction}``."""
+    sparse_dir.mkdir(parents=True, exist_ok=True)
+    if opts.mapper == "global":
+        options = pycolmap.GlobalPipelineOptions()
+        options.num_threads = opts.threads
+        options.min_num_matches = MIN_NUM_MATCHES
+        return dict(pycolmap.global_mapping(database, image_dir, sparse_dir, options))
+    options = pycolmap.IncrementalPipelineOptions()
+    options.num_threads = opts.threads
+    options.min_num_matches = MIN_NUM_MATCHES
+    options.mapper.init_min_num_inliers = INIT_MIN_NUM_INLIERS
+    options.mapper.abs_pose_min_num_inliers = ABS_POSE_MIN_NUM_INLIERS
+    options.random_seed = 0  # the same photos give the same model
+    return dict(pycolmap.incremental_mapping(database, image_dir, sparse_dir, options, next_image_callback=on_image))
+
+
+@dataclass
+class ChosenModel:
+    index: int  # folder name under colmap/sparse
+    reconstruction: Any
+    registered: list[str]
+    unregistered: list[str]
+    dropped: list[tuple[int, int]] = field(default_factory=list)  # (model index, registered images) of the others
+
+
+def pick_model(recs: dict[int, Any], names: list[str], min_registered: int) -> ChosenModel:
+    """The model with the most registered images.
+
+    Raises:
+        DataError: no model, or fewer than ``min_registered`` images registered (the others named).
+    """
+    if not recs:
+        raise DataError(
+            f"mapping registered no images out of {len(names)}: no image pair had enough wide-baseline matches "
+            "to start from; take photos from more positions around the subject, with more overlap"
+        )
+    best = max(recs, key=lambda k: (recs[k].num_reg_images(), -k))
+    rec = recs[best]
+    registered = sorted(rec.image(i).name for i in rec.reg_image_ids())
+    unregistered = sorted(set(names) - set(registered))
+    dropped = [(k, recs[k].num_reg_images()) for k in sorted(recs) if k != best]
+    if len(registered) < min_registered:
+        raise DataError(
+            f"mapping registered only {len(registered)} of {len(names)} images (need {min_registered}); "
+            f"not registered: {_name_list(unregistered)}"
+        )
+    return ChosenModel(best, rec, registered, unregistered, dropped)
+
+
+def check_intrinsics(rec: Any, camera_model: str) -> list[tuple[float, float]]:
+    """Focal lengths ``(fx, fy)`` per camera.
+
+    Raises:
+        DataError: a calibration no real lens has (squashed or extreme focal length).
+    """
+    focals = []
+    for cam in rec.cameras.values():
+        fx, fy = float(cam.focal_length_x), float(cam.focal_length_y)
+        size = max(int(cam.width), int(cam.height))
+        aspect = fx / fy if fy > 0 else float("inf")
+        relative = min(fx, fy) / size
+        hint = "SIMPLE_RADIAL" if camera_model != "SIMPLE_RADIAL" else "SIMPLE_PINHOLE"
+        if not 1 / SUSPICIOUS_ASPECT <= aspect <= SUSPICIOUS_ASPECT:
+            raise DataError(
+                f"suspicious intrinsics: camera {cam.camera_id} ({camera_model}) has fx/fy = {aspect:.2f} "
+                f"(fx {fx:.1f}, fy {fy:.1f}); real lenses have ~1: rerun with --camera-model {hint}"
+            )
+        if not SUSPICIOUS_FOCAL[0] <= relative <= SUSPICIOUS_FOCAL[1]:
+            raise DataError(
+                f"suspicious intrinsics: camera {cam.camera_id} ({camera_model}) focal length {min(fx, fy):.1f} px is "
+                f"{relative:.2f}x the image size {size}; rerun with --camera-model {hint} or more photos"
+            )
+        focals.append((fx, fy))
+    return focals
+
+
+def undistort(pycolmap: ModuleType, model_dir: Path, image_dir: Path, work_dir: Path, out: Path, threads: int) -> None:
+    """Undistort the registered images to PINHOLE: ``out/images`` and ``out/sparse/0/*.bin``."""
+    if work_dir.exists():
+        shutil.rmtree(work_dir)
+    options = pycolmap.UndistortCameraOptions()
+    pycolmap.undistort_images(work_dir, model_dir, image_dir, undistort_options=options, num_threads=threads)
+    (out / "sparse").mkdir(parents=True, exist_ok=True)
+    shutil.move(str(work_dir / "images"), str(out / "images"))
+    target = out / "sparse" / "0"
+    target.mkdir()
+    for f in (work_dir / "sparse").glob("*.bin"):
+        shutil.move(str(f), str(target / f.name))
+    shutil.rmtree(work_dir)  # what is left are COLMAP's dense-stereo scripts

@@ -1,0 +1,8 @@
+"""Photos or a video -> a COLMAP scene to train on; see `python scripts/process.py --help` and docs/data.md."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # works without `pip install`
+from pointrix_lite.process.cli import main  # noqa: E402
+
+sys.exit(main())
