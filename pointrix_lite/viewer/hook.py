@@ -140,3 +140,19 @@ class ViewerHook(Hook):
             self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
+
+
+def add_viewer_hook(trainer: Any, port: int) -> ViewerHook:
+    """``train.py --viewer``: register a :class:`ViewerHook` on ``port`` with default options.
+
+    Raises:
+        ConfigError: the config already lists a ViewerHook (two viewers would fight over the steps).
+    """
+    if any(isinstance(h, ViewerHook) for h in trainer.hooks):
+        raise ConfigError("--viewer: the config already has a ViewerHook under hooks; set its port there instead")
+    from .server import check_bind
+
+    check_bind("127.0.0.1", port, "--viewer-port")  # fail before training starts, not at its first step
+    hook = ViewerHook(ViewerHook.Config(port=port))
+    trainer.register_hook(hook)
+    return hook
