@@ -11,6 +11,7 @@ one without it. After the run the viewer keeps serving the final model until Ctr
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,7 @@ class ViewerHook(Hook):
         self.viewer: Any = None
         self._last_gui = 0.0
         self._in_step = False
+        self._stop_serving = threading.Event()
 
     def before_train(self) -> None:
         if not getattr(self.trainer, "is_main_process", True) or self.viewer is not None:
@@ -121,12 +123,16 @@ class ViewerHook(Hook):
         try:
             if self.config.keep_serving:
                 print(f"viewer: training finished; still serving http://localhost:{self.viewer.port} (Ctrl-C to exit)")
-                while True:
-                    time.sleep(0.5)
+                while not self._stop_serving.wait(0.5):
+                    pass
         except KeyboardInterrupt:
             print("", file=sys.stderr)
         finally:
             self.close()
+
+    def stop_serving(self) -> None:
+        """End the after-training wait from another thread (what Ctrl-C does in a terminal)."""
+        self._stop_serving.set()
 
     def close(self) -> None:
         """Stop the server and render threads (idempotent)."""
