@@ -124,3 +124,38 @@ def test_view_script_prints_one_line_errors(tmp_path, capsys):
     assert err.startswith("error: --ply: file not found") and err.count("\n") == 1
     assert view_main(["--ply", str(tmp_path / "x.ply"), "--host", "no-such-host.invalid"]) == 2
     assert "cannot resolve host" in capsys.readouterr().err
+
+
+def test_view_script_serves_a_ply_until_ctrl_c(tmp_path, model):
+    import re
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from pointrix_lite.export.ply import save_ply
+
+    ply = save_ply(model, tmp_path / "scene.ply")
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, str(repo / "scripts" / "view.py"), "--ply", str(ply), "--port", "0", "--max-res", "200"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        line = proc.stdout.readline()
+        port = int(re.match(r"viewer: http://localhost:(\d+)", line).group(1))
+        client = ViserProtocolClient(port)
+        try:
+            wxyz, position = pose_looking_at((0.5, -3.0, 1.0))
+            client.send_camera(wxyz, position, FOV, 200, 150)
+            image = client.wait_image((200, 150))
+        finally:
+            client.close()
+        assert psnr(image, reference_render(model, wxyz, position, FOV, 200, 150)) >= 30.0
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in proc.stderr.read()
