@@ -44,7 +44,7 @@ def check_bind(host: str, port: int, where: str = "--host/--port") -> None:
             probe.bind(address)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                raise ConfigError(f"{where}: port {port} on {host} is already in use (pick another with --port)") from None
+                raise ConfigError(f"{where}: port {port} on {host} is already in use (pick another port)") from None
             if exc.errno == errno.EADDRNOTAVAIL:
                 raise ConfigError(f"{where}: {host} is not an address of this machine") from None
             if exc.errno == errno.EACCES:
@@ -70,7 +70,7 @@ def start_server(host: str, port: int, where: str = "--host/--port", out: TextIO
     bound = server.get_port()
     if port != 0 and bound != port:  # lost a race for the port: viser moved on silently
         server.stop()
-        raise ConfigError(f"{where}: port {port} on {host} is already in use (pick another with --port)")
+        raise ConfigError(f"{where}: port {port} on {host} is already in use (pick another port)")
     url_host = "localhost" if host in LOCAL_HOSTS or host in ("0.0.0.0", "::") else host
     print(f"viewer: http://{url_host}:{bound}  (listening on {host}:{bound})", file=out)
     print(

@@ -121,7 +121,7 @@ def test_viewer_flag_and_busy_port(tmp_path, scene, capsys):
         port = s.getsockname()[1]
         assert train_main(["--config", str(config), "--viewer", "--viewer-port", str(port)]) == 2
     err = capsys.readouterr().err
-    assert err == f"error: --viewer-port: port {port} on 127.0.0.1 is already in use (pick another with --port)\n"
+    assert err == f"error: --viewer-port: port {port} on 127.0.0.1 is already in use (pick another port)\n"
     cfg = copy.deepcopy(raw(tmp_path, scene, {"keep_serving": False}))
     config.write_text(yaml.safe_dump(cfg))
     assert train_main(["--config", str(config), "--viewer"]) == 2
