@@ -10,17 +10,10 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from ..errors import ConfigError, DataError, PointrixError
-
-EXIT_USER_ERROR = 2
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, like every other user error
-        print(f"error: {message} (see --help)", file=sys.stderr)
-        raise SystemExit(EXIT_USER_ERROR)
+from ..render_cli import EXIT_USER_ERROR, _Parser  # the same one-line argparse errors as render.py
 
 
 def build_parser() -> argparse.ArgumentParser:
