@@ -47,7 +47,7 @@ def pose_looking_at(eye: tuple[float, float, float], target=(0.0, 0.0, 0.0), up=
     return (float(w), float(x), float(y), float(z)), tuple(float(v) for v in eye)
 
 
-def reference_render(model: GaussianModel, wxyz, position, fov: float, width: int, height: int) -> np.ndarray:
+def reference_render(model: GaussianModel, wxyz, position, fov: float, width: int, height: int, sh_degree=None) -> np.ndarray:
     """[H, W, 3] uint8 from ``rasterization()`` with the camera built here, independently of the viewer:
     scipy's quaternion, f = H / (2 tan(fov/2)), principal point at the centre."""
     w, x, y, z = wxyz
@@ -57,7 +57,7 @@ def reference_render(model: GaussianModel, wxyz, position, fov: float, width: in
     viewmat[:3, 3] = -R.T @ np.asarray(position)
     f = height / (2 * math.tan(fov / 2))
     K = torch.tensor([[f, 0, width / 2], [0, f, height / 2], [0, 0, 1]], dtype=torch.float32)
-    p = model.render_params()
+    p = model.render_params(sh_degree=sh_degree)
     with torch.no_grad():
         colors, _, _ = rasterization(
             p["means"], p["quats"], p["scales"], p["opacities"], p["colors"],

@@ -54,12 +54,13 @@ def test_camera_from_the_socket_comes_back_as_the_expected_jpeg(viewer, client, 
     assert psnr(image, reference_render(model, *pose_looking_at((3.0, 0.5, -1.0)), FOV, 320, 240)) < 20.0
 
 
-def test_alpha_mode_and_zero_size_canvas(viewer, client, model):
+def test_zero_size_canvas_is_ignored_and_gui_changes_rerender(viewer, client, model):
     wxyz, position = pose_looking_at((0.0, -3.5, 0.5))
     client.send_camera(wxyz, position, FOV, 0, 480)  # a collapsed tab: ignored
     assert not any(m.get("type") == "BackgroundImageMessage" and m.get("rgb_data") for m in client.messages(0.7))
-    viewer.options.mode = "Alpha"
     client.send_camera(wxyz, position, FOV, 320, 240)
+    client.wait_image((320, 240))
+    viewer.gui_mode.value = "Alpha"  # as if picked in the browser: the same callbacks run
     image = client.wait_image((320, 240))
     p = model.render_params()
     from pointrix_lite.viewer.camera import ViewState, camera_from_view
@@ -70,6 +71,13 @@ def test_alpha_mode_and_zero_size_canvas(viewer, client, model):
                                      cam.viewmat[None], cam.K[None], 320, 240, sh_degree=p["sh_degree"])  # fmt: skip
     expected = np.repeat((alphas[0].clamp(0, 1).numpy() * 255).round().astype(np.uint8), 3, axis=-1)
     assert psnr(image, expected) >= 30.0
+    viewer.gui_mode.value = "RGB"
+    client.wait_image((320, 240))
+    viewer.gui_sh.value = 0  # view-independent colours only
+    image = client.wait_image((320, 240))
+    sh0 = reference_render(model, wxyz, position, FOV, 320, 240, sh_degree=0)
+    assert psnr(image, sh0) >= 30.0
+    assert psnr(sh0, reference_render(model, wxyz, position, FOV, 320, 240)) < psnr(image, sh0) - 3  # SH 1 differs
 
 
 class Exploding:
