@@ -35,6 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--show-hooks", action="store_true", help="print the hook table and exit")
     p.add_argument(
+        "--viewer", action="store_true",
+        help="watch training in the browser (ViewerHook on 127.0.0.1:--viewer-port); see docs/viewer.md",
+    )
+    p.add_argument("--viewer-port", type=int, default=8080, metavar="PORT", help="port for --viewer (default 8080)")
+    p.add_argument(
         "--plugin", action="append", default=[], metavar="FILE.py",
         help="import a Python file that registers custom components (repeatable)",
     )
@@ -85,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
         check_output_dir(exp_dir)
         save_config(cfg, exp_dir)
     trainer = DefaultTrainer(cfg, exp_dir, device)
+    if args.viewer:  # added here, not to the config: a resumed run does not reopen a viewer unasked
+        from .viewer.hook import add_viewer_hook
+
+        add_viewer_hook(trainer, args.viewer_port)
     if main_process:  # needs the model: the estimate is from its size (engine/preflight.py)
         check_free_space(exp_dir, trainer.model, trainer.hooks, cfg.trainer.max_steps)
     try:
