@@ -204,3 +204,27 @@ def test_sizes_against_the_full_ply(tmp_path):
     assert 3.5 < full.size / comp.size < 4.0 and full.size / splat.size > 7
     sh0 = export_gaussians(params, get_format("ply_compressed"), tmp_path / "d0.compressed.ply", Selection(sh_degree=0))
     assert sh0.full_ply_size / sh0.size > 14  # without SH the packed vertex is 16 of the 248 bytes
+
+
+def test_project_decoders_agree_with_the_test_readers(tmp_path):
+    """pointrix_lite.export.decode (used to measure the rendered quality loss) against readers.py."""
+    from pointrix_lite.export.decode import read_compressed_ply as decode_compressed
+    from pointrix_lite.export.decode import read_splat as decode_splat
+
+    params = separable_params(700, sh_degree=2, seed=4)
+    params["opacities"] = params["opacities"].clamp(-4, 4)
+    export_gaussians(params, get_format("splat"), tmp_path / "m.splat")
+    export_gaussians(params, get_format("ply_compressed"), tmp_path / "m.compressed.ply")
+    mine, ref = decode_splat(tmp_path / "m.splat"), read_splat(tmp_path / "m.splat")
+    np.testing.assert_array_equal(mine["means"].numpy(), ref["means"])
+    np.testing.assert_allclose(mine["scales"].exp().numpy(), ref["scales"], rtol=1e-6)
+    np.testing.assert_allclose(mine["quats"].numpy(), ref["quats"], atol=1e-7)
+    rgba = np.concatenate([0.5 + SH_C0 * mine["sh0"][:, 0].double().numpy(), torch.sigmoid(mine["opacities"].double()).numpy()[:, None]], 1)
+    np.testing.assert_allclose(rgba, ref["rgba_u8"] / 255, atol=1e-6)
+    assert mine["shN"].shape == (700, 0, 3)
+
+    mine, ref = decode_compressed(tmp_path / "m.compressed.ply"), read_compressed_ply(tmp_path / "m.compressed.ply")
+    for key in ("means", "scales", "quats", "shN"):
+        np.testing.assert_allclose(mine[key].numpy(), ref[key], atol=1e-6, err_msg=key)
+    np.testing.assert_allclose(0.5 + SH_C0 * mine["sh0"][:, 0].double().numpy(), ref["colours"], atol=1e-6)
+    np.testing.assert_allclose(torch.sigmoid(mine["opacities"].double()).numpy(), np.clip(ref["alpha"], 1e-6, 1 - 1e-6), atol=1e-6)
