@@ -63,9 +63,6 @@ def output_path(args: argparse.Namespace, fmt: ExportFormat) -> Path:
         raise ConfigError(f"--out {out}: is the input PLY; write the export to another file")
     if out.exists() and not args.overwrite:
         raise ConfigError(f"--out {out}: file exists; pass --overwrite to replace it")
-    if not out.name.endswith(fmt.suffix):
-        # Viewers choose their reader by the file name.
-        print(f"note: {out.name} does not end in {fmt.suffix}, which viewers use to recognise {fmt.name}", file=sys.stderr)
     return out
 
 
@@ -96,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     report = export_gaussians(params, fmt, out, selection)
     print(f"source: {source}")
     print(report.summary())
+    if not out.name.endswith(fmt.suffix):  # viewers choose their reader by the file name
+        print(f"note: {out.name} does not end in {fmt.suffix}, which viewers use to recognise {fmt.name}", file=sys.stderr)
     return 0
 
 
