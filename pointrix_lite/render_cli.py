@@ -31,14 +31,14 @@ EXIT_USER_ERROR = 2
 LAYOUT_MARKERS: tuple[tuple[str, str], ...] = (("transforms_train.json", "NerfSyntheticDataset"), ("sparse", "ColmapDataset"))
 
 
-class _Parser(argparse.ArgumentParser):
+class OneLineErrorParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, like every other user error
         print(f"error: {message} (see --help)", file=sys.stderr)
         raise SystemExit(EXIT_USER_ERROR)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OneLineErrorParser(
         prog="render.py",
         description="Re-render a trained model: test split + metrics.json, or a camera path video.",
         epilog="examples: render.py --exp-dir outputs/demo | render.py --ply model.ply --data data/scene "
@@ -78,19 +78,31 @@ def _eval_only(cfg: Any, out: Path, backend: str | None) -> Any:
     return dataclasses.replace(cfg, exp_dir=str(out), writers=[], hooks=hooks, renderer=renderer)
 
 
-def _trainer_from_exp_dir(args: argparse.Namespace) -> tuple[Any, Path]:
-    from .engine.checkpoint import find_latest
-    from .engine.experiment import load_experiment
-    from .engine.trainer import DefaultTrainer
+def experiment_checkpoint(exp_dir: Path, checkpoint: Path | None) -> Path:
+    """The checkpoint to use from an experiment folder: ``checkpoint`` if given, else the latest.
 
-    exp_dir = args.exp_dir
+    Raises:
+        ConfigError: ``exp_dir`` has no config.yaml (not written by train.py).
+        CheckpointError: no checkpoint there, or ``checkpoint`` does not exist.
+    """
+    from .engine.checkpoint import find_latest
+
     if not (exp_dir / "config.yaml").is_file():
         raise ConfigError(f"--exp-dir {exp_dir}: no config.yaml (not an experiment folder written by train.py)")
-    ckpt = args.checkpoint or find_latest(exp_dir)
+    ckpt = checkpoint or find_latest(exp_dir)
     if ckpt is None:
         raise CheckpointError(f"--exp-dir {exp_dir}: no checkpoint in {exp_dir / 'checkpoints'}")
     if not Path(ckpt).is_file():
         raise CheckpointError(f"--checkpoint: file not found: {ckpt}")
+    return Path(ckpt)
+
+
+def _trainer_from_exp_dir(args: argparse.Namespace) -> tuple[Any, Path]:
+    from .engine.experiment import load_experiment
+    from .engine.trainer import DefaultTrainer
+
+    exp_dir = args.exp_dir
+    ckpt = experiment_checkpoint(exp_dir, args.checkpoint)
     out = args.out or exp_dir
     cfg = _eval_only(load_experiment(exp_dir / "config.yaml"), out, args.backend)
     trainer = DefaultTrainer(cfg, out, cfg.device)

@@ -62,8 +62,11 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
-def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
+def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
     """Write via a temp file in the same folder, flush + fsync, then ``os.replace`` over ``path``.
+
+    Every file the project writes with a temp-file-and-rename goes through here (checkpoints,
+    PLY and other exports), so all get the same permissions as a plain ``open()`` would give.
 
     Raises:
         CheckpointWriteError: the folder or file could not be written (disk full, permissions); the
@@ -106,12 +109,12 @@ def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") ->
 def save_checkpoint_file(checkpoint: dict[str, Any], path: str | Path) -> Path:
     """Atomically write ``checkpoint`` to ``path``."""
     path = Path(path)
-    _atomic_write(path, lambda f: torch.save(checkpoint, f))
+    atomic_write(path, lambda f: torch.save(checkpoint, f))
     return path
 
 
 def write_latest_pointer(ckpt_dir: str | Path, filename: str) -> None:
-    _atomic_write(Path(ckpt_dir) / LATEST_POINTER, lambda f: f.write(filename + "\n"), mode="w")
+    atomic_write(Path(ckpt_dir) / LATEST_POINTER, lambda f: f.write(filename + "\n"), mode="w")
 
 
 def find_latest(exp_dir: str | Path) -> Path | None:

@@ -1,5 +1,10 @@
-"""Export / import of trained Gaussians (INRIA 3DGS PLY layout)."""
+"""Export / import of trained Gaussians: INRIA 3DGS PLY (full precision), .splat, PlayCanvas compressed PLY."""
 
+from .exporter import ExportReport, export_gaussians
+from .filters import Selection
+from .formats import FORMATS, get_format
 from .ply import load_ply, ply_property_names, save_ply
 
-__all__ = ["load_ply", "ply_property_names", "save_ply"]
+__all__ = [
+    "ExportReport", "FORMATS", "Selection", "export_gaussians", "get_format", "load_ply", "ply_property_names", "save_ply",
+]

@@ -13,8 +13,6 @@ the model's raw parameters, so a round trip is exact.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -43,17 +41,8 @@ def _as_params(params_or_model: Any) -> Mapping[str, Tensor]:
     return params_or_model.params if hasattr(params_or_model, "params") else params_or_model
 
 
-def save_ply(params_or_model: Any, path: str | Path) -> Path:
-    """Write Gaussians to ``path`` atomically (temporary file in the same folder, then rename).
-
-    Args:
-        params_or_model: A ``GaussianModel`` or a mapping with ``means [N,3]``, ``scales [N,3]``,
-            ``quats [N,4]``, ``opacities [N]``, ``sh0 [N,1,3]``, ``shN [N,K-1,3]`` (raw values).
-        path: Output file.
-
-    Returns:
-        ``path`` as a Path.
-    """
+def ply_data(params_or_model: Any) -> PlyData:
+    """The Gaussians as a binary little-endian ``PlyData`` in the layout above (not yet written)."""
     p = {k: v.detach().float().cpu() for k, v in _as_params(params_or_model).items()}
     n = p["means"].shape[0]
     num_rest = p["shN"].shape[1]
@@ -73,18 +62,35 @@ def save_ply(params_or_model: Any, path: str | Path) -> Path:
     data = np.empty(n, dtype=[(name, "<f4") for name in names])
     for i, name in enumerate(names):
         data[name] = columns[:, i]
-    ply = PlyData([PlyElement.describe(data, "vertex")], text=False, byte_order="<")
+    return PlyData([PlyElement.describe(data, "vertex")], text=False, byte_order="<")
+
+
+def ply_file_size(num_gaussians: int, num_rest: int) -> int:
+    """Bytes :func:`save_ply` writes for ``num_gaussians`` with ``num_rest`` = K - 1 (no file written)."""
+    names = ply_property_names(num_rest)
+    header = PlyData([PlyElement.describe(np.empty(0, dtype=[(n, "<f4") for n in names]), "vertex")], byte_order="<").header
+    # The header of an empty element says "element vertex 0"; the real count has more digits.
+    return len(header) + 1 + len(str(num_gaussians)) - 1 + 4 * len(names) * num_gaussians
+
+
+def save_ply(params_or_model: Any, path: str | Path) -> Path:
+    """Write Gaussians to ``path`` atomically (temporary file in the same folder, then rename).
+
+    Args:
+        params_or_model: A ``GaussianModel`` or a mapping with ``means [N,3]``, ``scales [N,3]``,
+            ``quats [N,4]``, ``opacities [N]``, ``sh0 [N,1,3]``, ``shN [N,K-1,3]`` (raw values).
+        path: Output file.
+
+    Returns:
+        ``path`` as a Path.
+
+    Raises:
+        CheckpointWriteError: the folder or file cannot be written (an existing ``path`` is intact).
+    """
+    from ..engine.checkpoint import atomic_write
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            ply.write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, ply_data(params_or_model).write)
     return path
 
 

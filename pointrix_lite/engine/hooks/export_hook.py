@@ -1,8 +1,8 @@
-"""PlyExportHook: write the trained Gaussians as a viewer-compatible PLY when training ends."""
+"""PlyExportHook: write the trained Gaussians as a viewer-compatible PLY (and web formats) when training ends."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import ConfigError
@@ -14,6 +14,10 @@ from .base import Hook
 @HOOKS.register()
 class PlyExportHook(Hook):
     """Saves ``trainer.model`` to ``<exp_dir>/<filename>`` in INRIA 3DGS's PLY layout (``export/ply.py``).
+
+    ``formats`` adds web-viewer formats (``export/formats.py``) beside it, named from ``filename``'s
+    stem: ``[ply, splat, ply_compressed]`` writes ``point_cloud.ply``, ``point_cloud.splat`` and
+    ``point_cloud.compressed.ply``.
 
     Like MMEngine's task-specific hooks it is not a default hook: a config lists it under
     ``hooks:`` (``configs/demo*.yaml`` do). A model without Gaussian ``params`` (a custom model)
@@ -31,6 +35,7 @@ class PlyExportHook(Hook):
     class Config:
         filename: str = "point_cloud.ply"  # relative to exp_dir
         every: int = 0  # also write a step-numbered snapshot every N steps (0: only at the end)
+        formats: list[str] = field(default_factory=lambda: ["ply"])  # ply, splat, ply_compressed
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
@@ -38,10 +43,19 @@ class PlyExportHook(Hook):
             raise ConfigError(f"hooks.PlyExportHook.every: must be >= 0, got {config.every}")
         if not config.filename or Path(config.filename).is_absolute():
             raise ConfigError(f"hooks.PlyExportHook.filename: must be a path relative to exp_dir, got {config.filename!r}")
-        self.path: Path | None = None  # the last file written
+        if not config.formats:
+            raise ConfigError("hooks.PlyExportHook.formats: name at least one format")
+        from ...export.formats import get_format  # plain Python; the encoders load when used
+
+        self.formats = [get_format(name, "hooks.PlyExportHook.formats") for name in dict.fromkeys(config.formats)]
+        self.path: Path | None = None  # the last file written in the first format
+        self.paths: list[Path] = []  # every file of the last export
 
     def _export(self, path: Path) -> Path | None:
-        from ...export.ply import save_ply  # plyfile only when a run actually exports
+        """Write every format; ``path`` is the ``ply`` file name, the others swap its ``.ply`` suffix."""
+        from ...errors import DataError
+        from ...export.exporter import export_gaussians  # plyfile / gsplat only when a run actually exports
+        from ...export.ply import save_ply
 
         if not getattr(self.trainer, "is_main_process", True):
             return None  # under torchrun every rank holds the same model; rank 0 writes it
@@ -51,8 +65,17 @@ class PlyExportHook(Hook):
                 f"PlyExportHook: {type(model).__name__} has no Gaussian params; no PLY written", markup=False
             )
             return None
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = save_ply(model, path)
+        stem = path.name[: -len(path.suffix)] if path.suffix else path.name
+        self.paths = []
+        for fmt in self.formats:
+            if fmt.name == "ply":  # every Gaussian as trained, exactly (what load_ply / resume-from-PLY read)
+                self.paths.append(save_ply(model, path))
+                continue
+            try:
+                self.paths.append(export_gaussians(model.params, fmt, path.with_name(stem + fmt.suffix)).path)
+            except DataError as exc:  # e.g. every Gaussian pruned: a finished run must not fail here
+                self.trainer.console.print(f"PlyExportHook: {exc}", markup=False)
+        self.path = self.paths[0] if self.paths else None
         return self.path
 
     def after_train_iter(self, batch_idx: int, batch: list) -> None:

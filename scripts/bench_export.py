@@ -1,0 +1,72 @@
+"""Sizes and rendered quality of each export format, measured on one trained experiment.
+
+For every format: export the experiment's checkpoint, decode the file as a viewer would
+(``pointrix_lite.export.decode``), render the test split from the decoded Gaussians with the
+experiment's own renderer and compare the PSNR / SSIM with the full PLY's. Nothing is written into
+the experiment folder.
+
+    python scripts/bench_export.py --exp-dir outputs/demo
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # works without `pip install`
+
+import torch  # noqa: E402
+
+from pointrix_lite.components import import_all  # noqa: E402
+from pointrix_lite.export import FORMATS, Selection, export_gaussians  # noqa: E402
+from pointrix_lite.export.decode import read_compressed_ply, read_splat  # noqa: E402
+from pointrix_lite.export.ply import load_ply  # noqa: E402
+from pointrix_lite.export.source import gaussians_from_checkpoint  # noqa: E402
+from pointrix_lite.render_cli import _trainer_from_exp_dir, experiment_checkpoint  # noqa: E402
+
+READERS = {"ply": load_ply, "splat": read_splat, "ply_compressed": read_compressed_ply}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--exp-dir", type=Path, required=True)
+    ap.add_argument("--checkpoint", type=Path)
+    ap.add_argument("--backend", default=None, help="rasterizer backend override (default: the experiment's)")
+    args = ap.parse_args()
+    import_all()
+    ckpt = experiment_checkpoint(args.exp_dir, args.checkpoint)
+    params = gaussians_from_checkpoint(ckpt)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        ns = argparse.Namespace(exp_dir=args.exp_dir, checkpoint=ckpt, out=tmp / "render", backend=args.backend)
+        trainer, _ = _trainer_from_exp_dir(ns)
+        model = trainer.model
+        k_rest = model.params["shN"].shape[1]
+        rows = []
+        # "ply sh0": the full PLY cut to SH degree 0, to tell .splat's SH loss from its quantisation.
+        variants = [(fmt.name, fmt, None) for fmt in FORMATS.values()] + [("ply sh0", FORMATS["ply"], Selection(sh_degree=0))]
+        for label, fmt, selection in variants:
+            path = tmp / f"{label.replace(' ', '_')}{fmt.suffix}"
+            t0 = time.perf_counter()
+            report = export_gaussians(params, fmt, path, selection)
+            seconds = time.perf_counter() - t0
+            decoded = READERS[fmt.name](path)
+            n = decoded["shN"].shape[0]
+            # Bands a format does not store render as zero (what a viewer does without them).
+            decoded["shN"] = torch.cat([decoded["shN"], torch.zeros(n, k_rest - decoded["shN"].shape[1], 3)], 1)
+            model.load_params(decoded, source=str(path))
+            mean = trainer.test()["mean"]
+            rows.append((label, report, seconds, mean["psnr"], mean["ssim"]))
+    print(f"{ckpt}: {params['means'].shape[0]:,} Gaussians, SH degree {model.cfg.sh_degree}, {len(trainer.dataset.test_views)} test views")
+    print(f"{'format':<15}{'bytes':>12}{'ratio':>8}{'Gaussians':>11}{'export s':>10}{'PSNR':>9}{'dPSNR':>8}{'SSIM':>8}")
+    ref = rows[0][3]
+    for name, report, seconds, psnr, ssim in rows:
+        print(f"{name:<15}{report.size:>12,}{report.source_ply_size / report.size:>7.2f}x{report.num_out:>11,}"
+              f"{seconds:>10.2f}{psnr:>9.3f}{psnr - ref:>+8.3f}{ssim:>8.4f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""PlyExportHook's formats option: which files it writes, and that each decodes to the model."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from pointrix_lite.engine.hooks.export_hook import PlyExportHook
+from pointrix_lite.errors import ConfigError
+from pointrix_lite.export.ply import load_ply
+from pointrix_lite.model.gaussian_model import GaussianModel
+
+from .readers import read_compressed_ply, read_splat
+
+
+class _Trainer:
+    def __init__(self, model, exp_dir, step=0):
+        self.model, self.exp_dir, self.global_step = model, exp_dir, step
+        self.printed: list[str] = []
+        self.console = types.SimpleNamespace(print=lambda msg, **_: self.printed.append(msg))
+
+
+def _model(n=300):
+    model = GaussianModel(GaussianModel.Config(sh_degree=1, init_num_points=n))
+    with torch.no_grad():
+        model.params["opacities"].fill_(1.0)
+    return model
+
+
+def test_default_writes_only_the_ply(tmp_path):
+    hook = PlyExportHook(PlyExportHook.Config())
+    hook.trainer = _Trainer(_model(), tmp_path)
+    hook.after_train()
+    assert [p.name for p in tmp_path.iterdir()] == ["point_cloud.ply"]
+
+
+def test_all_formats_at_the_end_and_in_snapshots(tmp_path):
+    model = _model()
+    trainer = _Trainer(model, tmp_path, step=10)
+    hook = PlyExportHook(PlyExportHook.Config(every=10, formats=["ply", "splat", "ply_compressed"]))
+    hook.trainer = trainer
+    hook.after_train_iter(batch_idx=0, batch=[])
+    hook.after_train()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "point_cloud.compressed.ply", "point_cloud.ply", "point_cloud.splat",
+        "point_cloud_step_000010.compressed.ply", "point_cloud_step_000010.ply", "point_cloud_step_000010.splat",
+    ]
+    assert hook.paths == [tmp_path / "point_cloud.ply", tmp_path / "point_cloud.splat", tmp_path / "point_cloud.compressed.ply"]
+    means = model.params["means"].detach().numpy()
+    assert torch.equal(load_ply(tmp_path / "point_cloud.ply")["means"], model.params["means"].detach())
+    splat = read_splat(tmp_path / "point_cloud.splat")["means"]
+    assert {tuple(r) for r in splat.tolist()} == {tuple(r) for r in means.tolist()}
+    comp = read_compressed_ply(tmp_path / "point_cloud.compressed.ply")["means"]
+    assert comp.shape == (300, 3)
+    assert np.abs(np.sort(comp, 0) - np.sort(means, 0)).max() < (means.max(0) - means.min(0)).max() / 1023
+
+
+def test_only_web_formats_and_an_empty_model(tmp_path):
+    model = _model()
+    trainer = _Trainer(model, tmp_path)
+    hook = PlyExportHook(PlyExportHook.Config(formats=["splat"]))
+    hook.trainer = trainer
+    hook.after_train()
+    assert hook.path == tmp_path / "point_cloud.splat" and [p.name for p in tmp_path.iterdir()] == ["point_cloud.splat"]
+    with torch.no_grad():
+        model.params["opacities"].fill_(-10.0)  # alpha 4.5e-5: the compressed format stores none of them
+    hook = PlyExportHook(PlyExportHook.Config(filename="c.ply", formats=["ply_compressed"]))
+    hook.trainer = trainer
+    hook.after_train()  # a finished run is not failed by an export that has nothing to store
+    assert hook.path is None and not (tmp_path / "c.compressed.ply").exists()
+    assert "no Gaussians left to export" in trainer.printed[0]
+
+
+@pytest.mark.parametrize("formats, message", [(["ply", "obj"], "unknown export format 'obj'"), ([], "at least one format")])
+def test_bad_formats_are_config_errors(formats, message):
+    with pytest.raises(ConfigError, match=f"hooks.PlyExportHook.formats: .*{message}"):
+        PlyExportHook(PlyExportHook.Config(formats=formats))
