@@ -171,6 +171,7 @@ class CurveRun:
         self.proc = subprocess.Popen([sys.executable, __file__, "--worker-curve", json.dumps(spec)], cwd=os.getcwd(),
                                      env=worker_env(tree), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.info = self._read()
+        self.points.append({"step": 0, "seconds": 0.0, "psnr": self.info["psnr"], "n": self.info["n"]})
         self.done = False
 
     def _read(self) -> dict:
@@ -253,7 +254,7 @@ def plot(runs: list[CurveRun], path: Path, target: float | None, title: str) -> 
 
     fig, (ax_t, ax_s) = plt.subplots(1, 2, figsize=(11, 4.2))
     for r in runs:
-        ax_t.plot([0] + [p["seconds"] for p in r.points], [None] + [p["psnr"] for p in r.points], marker=".", label=r.name)
+        ax_t.plot([p["seconds"] for p in r.points], [p["psnr"] for p in r.points], marker=".", label=r.name)
         ax_s.plot([p["step"] for p in r.points], [p["psnr"] for p in r.points], marker=".", label=r.name)
     for ax, xlabel in ((ax_t, "training seconds (validation excluded)"), (ax_s, "training steps")):
         if target is not None:
