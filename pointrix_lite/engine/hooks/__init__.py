@@ -8,8 +8,9 @@ from .iter_timer_hook import IterTimerHook
 from .log_hook import LogHook
 from .nan_guard_hook import NaNGuardHook, NonFiniteLossError
 from .profiler_hook import ProfilerHook
+from .resolution_hook import ResolutionScheduleHook
 
 __all__ = [
     "SITES", "Hook", "build_hooks", "format_hook_table", "sort_hooks", "CheckPointHook", "IterTimerHook",
-    "LogHook", "NaNGuardHook", "NonFiniteLossError", "PlyExportHook", "ProfilerHook",
+    "LogHook", "NaNGuardHook", "NonFiniteLossError", "PlyExportHook", "ProfilerHook", "ResolutionScheduleHook",
 ]
