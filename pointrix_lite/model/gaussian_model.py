@@ -32,6 +32,8 @@ def check_model_config(cfg: Any) -> None:
         raise ConfigError(f"model.sh_degree: must be in 0..{MAX_SH_DEGREE}, got {cfg.sh_degree}")
     if cfg.sh_degree_interval < 1:
         raise ConfigError(f"model.sh_degree_interval: must be >= 1, got {cfg.sh_degree_interval}")
+    if cfg.sh_rest_update_every < 1:
+        raise ConfigError(f"model.sh_rest_update_every: must be >= 1, got {cfg.sh_rest_update_every}")
     if not 0.0 < cfg.init_opacity < 1.0:
         raise ConfigError(f"model.init_opacity: must be in (0, 1) (it is stored as a logit), got {cfg.init_opacity}")
     if cfg.init_scale <= 0.0:
@@ -64,6 +66,10 @@ class GaussianModel(nn.Module):
     class Config:
         sh_degree: int = 3
         sh_degree_interval: int = 1000  # raise the active SH degree by one every this many steps
+        # Higher SH bands (shN) get a gradient and an Adam step only on steps divisible by this
+        # (Taming-3DGS's sh_lower); between those steps they are constants. Depends on the step
+        # alone, so a resumed run takes the same updates.
+        sh_rest_update_every: int = 1
         init_num_points: int = 100_000  # random init only
         init_extent: float = 3.0  # random init: cube half-side, in units of the scene extent (gsplat)
         init_opacity: float = 0.1
@@ -123,6 +129,11 @@ class GaussianModel(nn.Module):
         step = self.step if step is None else step
         return min(step // max(self.cfg.sh_degree_interval, 1), self.cfg.sh_degree)
 
+    def updates_sh_rest(self, step: int | None = None) -> bool:
+        """Whether ``shN`` is trained at ``step`` (default: the last scheduled step)."""
+        step = self.step if step is None else step
+        return step % self.cfg.sh_rest_update_every == 0
+
     def render_params(self, sh_degree: int | None = None) -> dict[str, Any]:
         """Activated parameters for ``rasterization``.
 
@@ -137,7 +148,7 @@ class GaussianModel(nn.Module):
             "quats": p["quats"],
             "scales": torch.exp(p["scales"]),
             "opacities": torch.sigmoid(p["opacities"]),
-            "colors": torch.cat([p["sh0"], p["shN"]], dim=1),
+            "colors": torch.cat([p["sh0"], p["shN"] if self.updates_sh_rest() else p["shN"].detach()], dim=1),
             "sh_degree": self.active_sh_degree() if sh_degree is None else sh_degree,
         }
 

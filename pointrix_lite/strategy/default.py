@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from ..engine import distributed
+from ..errors import ConfigError
 from ..registry import STRATEGIES
 from .base import GSPLAT_DEFAULT_MAX_STEPS, Strategy
 from .ops import duplicate, remove, reset_opa, split
@@ -44,6 +45,12 @@ class DefaultStrategy(Strategy):
         pause_refine_after_reset: int = 0
         absgrad: bool = False  # AbsGS: needs a renderer that fills means2d.absgrad
         revised_opacity: bool = False  # split opacity 1 - sqrt(1 - o) (arXiv:2404.06109)
+        # Gaussian budget (0 = none, gsplat's behaviour). Growth never takes the count past the
+        # budget of the current step, which rises linearly from the initial count at refine_start_iter
+        # to cap_max at the last refinement (Taming-3DGS): the count reaches the cap near the end of
+        # densification instead of early. When more candidates pass grow_grad2d than there is
+        # room for, those with the highest mean gradient grow first.
+        cap_max: int = 0
 
     def __init__(self, cfg: Config, scene_extent: float = 1.0, max_steps: int = GSPLAT_DEFAULT_MAX_STEPS) -> None:
         super().__init__(cfg, scene_extent, max_steps)
@@ -53,6 +60,9 @@ class DefaultStrategy(Strategy):
         self.reset_every = self.scaled(cfg.reset_every, at_least_one=True)
         # Per-Gaussian running statistics since the last refinement, [N] each (None until used).
         self.state: dict[str, Tensor | None] = {"grad2d": None, "count": None, "radii": None}
+        if cfg.cap_max < 0:
+            raise ConfigError(f"strategy.cap_max: must be >= 0 (0 = no budget), got {cfg.cap_max}")
+        self.n_start: int | None = None  # Gaussian count when the budget ramp starts (checkpointed)
 
     def step_pre_backward(self, model: Any, optimizer: torch.optim.Optimizer, step: int, render_out: dict) -> None:
         means2d = render_out["means2d"]
@@ -64,6 +74,8 @@ class DefaultStrategy(Strategy):
         if step >= self.refine_stop_iter:
             return
         self._update_state(model.num_gaussians, render_out)
+        if self.n_start is None:
+            self.n_start = model.num_gaussians
         self.last_stats = {}
         if (
             step > self.refine_start_iter
@@ -127,6 +139,8 @@ class DefaultStrategy(Strategy):
         is_split = is_grad_high & ~is_small
         if step < cfg.refine_scale2d_stop_iter:
             is_split |= self.state["radii"] > cfg.grow_scale2d
+        if cfg.cap_max > 0:
+            is_dupli, is_split = self._within_budget(grads, is_dupli, is_split, self.budget(step) - model.num_gaussians)
         n_dupli, n_split = int(is_dupli.sum()), int(is_split.sum())
         if n_dupli > 0:
             duplicate(params, optimizer, self.state, is_dupli)
@@ -135,6 +149,26 @@ class DefaultStrategy(Strategy):
         if n_split > 0:
             split(params, optimizer, self.state, is_split, revised_opacity=cfg.revised_opacity)
         return n_dupli, n_split
+
+    def budget(self, step: int) -> int:
+        """Most Gaussians allowed after growing at ``step`` (``cap_max`` once the ramp ends)."""
+        cap = self.cfg.cap_max
+        start = min(self.n_start if self.n_start is not None else cap, cap)
+        # The ramp ends at the last refinement before refine_stop_iter, so the cap is reachable.
+        span = max(self.refine_stop_iter - self.refine_every - self.refine_start_iter, 1)
+        t = min(max(step - self.refine_start_iter, 0) / span, 1.0)
+        return min(cap, start + int((cap - start) * t))
+
+    @staticmethod
+    def _within_budget(score: Tensor, is_dupli: Tensor, is_split: Tensor, room: int) -> tuple[Tensor, Tensor]:
+        """Keep the ``room`` highest-``score`` candidates (each clone or split adds one Gaussian)."""
+        candidates = is_dupli | is_split
+        if int(candidates.sum()) <= room:
+            return is_dupli, is_split
+        keep = torch.zeros_like(candidates)
+        if room > 0:
+            keep[torch.topk(score.masked_fill(~candidates, -torch.inf), room).indices] = True
+        return is_dupli & keep, is_split & keep
 
     @torch.no_grad()
     def _prune(self, model: Any, optimizer: torch.optim.Optimizer, step: int) -> int:
@@ -152,7 +186,10 @@ class DefaultStrategy(Strategy):
         return n_prune
 
     def state_dict(self) -> dict[str, Any]:
-        return {k: None if v is None else v.detach().cpu().clone() for k, v in self.state.items()}
+        out: dict[str, Any] = {k: None if v is None else v.detach().cpu().clone() for k, v in self.state.items()}
+        out["n_start"] = self.n_start
+        return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.state = {k: None if state.get(k) is None else state[k].clone() for k in self.state}
+        self.n_start = state.get("n_start")

@@ -9,9 +9,10 @@ from .log_hook import LogHook
 from .nan_guard_hook import NaNGuardHook, NonFiniteLossError
 from .pose_opt_hook import PoseOptHook
 from .profiler_hook import ProfilerHook
+from .resolution_hook import ResolutionScheduleHook
 from .signature import HookSignatureError, check_hook_class
 
 __all__ = [
     "SITES", "Hook", "HookSignatureError", "build_hooks", "check_hook_class", "format_hook_table", "sort_hooks", "CheckPointHook", "IterTimerHook",
-    "LogHook", "NaNGuardHook", "NonFiniteLossError", "PlyExportHook", "PoseOptHook", "ProfilerHook",
+    "LogHook", "NaNGuardHook", "NonFiniteLossError", "PlyExportHook", "PoseOptHook", "ProfilerHook", "ResolutionScheduleHook",
 ]

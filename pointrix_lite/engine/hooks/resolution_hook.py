@@ -1,0 +1,58 @@
+"""ResolutionScheduleHook: coarse-to-fine training resolution (DashGaussian, CVPR 2025)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...errors import ConfigError
+from ...registry import HOOKS
+from ..priority import Priority
+from .base import Hook
+
+
+@HOOKS.register()
+class ResolutionScheduleHook(Hook):
+    """Trains on views downscaled by an integer factor that falls from ``start_factor`` to 1.
+
+    The factor at step ``t`` is ``max(1, round(start_factor ** (1 - t / T)))`` with
+    ``T = full_res_at * trainer.max_steps``: early steps are cheap (``1/s^2`` of the pixels) and
+    fit the low frequencies, the last ``1 - full_res_at`` of the run is at full resolution. The
+    schedule depends on the step alone, so a resumed run sees the same views; it has no state.
+
+    Each training batch is replaced in place (``batch[:] = ...``) in ``before_train_iter``, before
+    ``train_step`` renders it, with box-filtered images and exactly scaled intrinsics
+    (``data/resample.py``). Validation and test views are never touched: they stay at full
+    resolution. Only the current factor's downscaled views are cached.
+    """
+
+    priority = Priority.VERY_HIGH  # other hooks' before_train_iter see the batch actually trained on
+
+    @dataclass
+    class Config:
+        start_factor: int = 4  # downscale factor at step 0 (DashGaussian starts at 4-8)
+        full_res_at: float = 0.5  # fraction of trainer.max_steps from which training is at full resolution
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        if int(config.start_factor) != config.start_factor or config.start_factor < 1:
+            raise ConfigError(f"hooks.ResolutionScheduleHook.start_factor: must be an integer >= 1, got {config.start_factor}")
+        if not 0.0 < config.full_res_at <= 1.0:
+            raise ConfigError(f"hooks.ResolutionScheduleHook.full_res_at: must be in (0, 1], got {config.full_res_at}")
+        self._cache: dict[int, object] = {}
+        self._cached_factor = 1
+
+    def factor(self, step: int, max_steps: int) -> int:
+        """Integer downscale factor used for (0-based) training step ``step``."""
+        ramp = self.config.full_res_at * max(max_steps, 1)
+        t = min(max(step, 0) / ramp, 1.0)
+        return max(1, round(self.config.start_factor ** (1.0 - t)))
+
+    def before_train_iter(self, batch_idx: int, batch: list) -> None:
+        from ...data.resample import downscale_views  # lazy: the engine imports without the data package
+
+        trainer = self.trainer
+        s = self.factor(trainer.global_step, trainer.cfg.trainer.max_steps)
+        if s != self._cached_factor:
+            self._cache, self._cached_factor = {}, s
+        if s > 1:
+            batch[:] = downscale_views(batch, s, self._cache)
