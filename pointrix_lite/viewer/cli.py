@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, DataError, PointrixError
-from ..render_cli import EXIT_USER_ERROR, _Parser  # the same one-line argparse errors as render.py
+from ..render_cli import EXIT_USER_ERROR, OneLineErrorParser  # the same one-line argparse errors as render.py
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OneLineErrorParser(
         prog="view.py",
         description="Fly around a trained Gaussian-splatting model in the browser (viser).",
         epilog="examples: view.py --exp-dir outputs/demo | view.py --ply outputs/demo/point_cloud.ply --port 8081",
