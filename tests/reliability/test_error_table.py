@@ -76,7 +76,9 @@ def _missing_config(c: Case) -> list[str]:
 def _unsafe_yaml_tag(c: Case) -> list[str]:
     c.must_not_exist = c.root / "pwned"
     path = Path(c.config())
-    path.write_text(path.read_text() + f'seed: !!python/object/apply:os.system ["touch {c.must_not_exist}"]\n')
+    # Replace the seed line rather than append a second one: a repeated key is its own error now.
+    kept = [line for line in path.read_text().splitlines() if not line.startswith("seed:")]
+    path.write_text("\n".join(kept) + f'\nseed: !!python/object/apply:os.system ["touch {c.must_not_exist}"]\n')
     return ["--config", str(path)]
 
 
