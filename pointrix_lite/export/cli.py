@@ -19,6 +19,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from .formats import FORMATS, ExportFormat, get_format
 
+
 def build_parser() -> argparse.ArgumentParser:
     from ..render_cli import OneLineErrorParser
 
