@@ -43,12 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sh-degree", type=int, metavar="D", help="keep SH bands up to degree D (0..3)")
     return p
 
+
 def default_output(args: argparse.Namespace, fmt: ExportFormat) -> Path:
     if args.exp_dir is not None:
         stem = "point_cloud" if args.checkpoint is None else f"point_cloud_{args.checkpoint.stem}"
         return args.exp_dir / f"{stem}{fmt.suffix}"
     stem = args.ply.name[: -len(".ply")] if args.ply.name.endswith(".ply") else args.ply.stem
     return args.ply.with_name(f"{stem}_export.ply" if fmt.name == "ply" else f"{stem}{fmt.suffix}")
+
 
 def output_path(args: argparse.Namespace, fmt: ExportFormat) -> Path:
     """Where to write, checked before any work: not the input, not an existing file unless --overwrite."""
@@ -60,6 +62,7 @@ def output_path(args: argparse.Namespace, fmt: ExportFormat) -> Path:
     if out.exists() and not args.overwrite:
         raise ConfigError(f"--out {out}: file exists; pass --overwrite to replace it")
     return out
+
 
 def run(args: argparse.Namespace) -> int:
     from .exporter import export_gaussians
@@ -91,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     if not out.name.endswith(fmt.suffix):  # viewers choose their reader by the file name
         print(f"note: {out.name} does not end in {fmt.suffix}, which viewers use to recognise {fmt.name}", file=sys.stderr)
     return 0
+
 
 def main(argv: list[str] | None = None) -> int:
     from ..render_cli import run_command
