@@ -20,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
@@ -82,7 +84,29 @@ def init_from_env(device: str) -> str:
     else:
         backend = "gloo"
     dist.init_process_group(backend=backend, timeout=DEFAULT_TIMEOUT)
+    _explain_sigterm()
     return str(dev)
+
+
+def _explain_sigterm() -> None:
+    """Make a rank that torchrun terminates say so before it goes.
+
+    When one rank fails, torchrun sends SIGTERM to the others. Whether a waiting rank first sees the
+    broken connection (and prints its own error) or the signal is a race; without this, the signal
+    usually wins and the rank vanishes without a word in the log.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return  # handlers can only be installed from the main thread
+
+    def handler(signum: int, frame: object) -> None:
+        print(
+            f"error{rank_tag()}: stopped because another rank failed or the job was stopped "
+            "(torchrun sent SIGTERM; see the other ranks' errors)",
+            file=sys.stderr,
+        )
+        abort(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def teardown() -> None:
