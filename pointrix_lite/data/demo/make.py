@@ -16,6 +16,7 @@ import math
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,8 @@ from ..cameras import blender_c2w_from_viewmat, rotmat_to_qvec
 from ..colmap_io import ColmapCamera, ColmapImage, ColmapModel, write_model
 from ..images import write_png
 from ..pointcloud import PointCloud, write_ply_points
-from .scene import DemoCamera, build_scene, camera_ring, render, sample_surface_points
+from .raycast import Primitive
+from .scene import DEMO_LIGHTING, DemoCamera, Lighting, build_scene, camera_ring, render, sample_surface_points
 
 LAYOUTS = ("nerf_synthetic", "colmap")
 TEST_EVERY = 8
@@ -35,9 +37,15 @@ def _is_test(i: int) -> bool:
     return i % TEST_EVERY == 0
 
 
-def _noisy_points(prims, cams: list[DemoCamera], rng: np.random.Generator) -> PointCloud:
-    """~4k SfM-like points: visible surface samples with 1 cm position noise and some colour noise."""
-    xyz, rgb = sample_surface_points(prims, cams, per_view=100, rng=rng)
+def noisy_points(
+    prims: list[Primitive] | Callable[[DemoCamera], list[Primitive]],
+    cams: list[DemoCamera],
+    rng: np.random.Generator,
+    per_view: int = 100,
+    lighting: Lighting = DEMO_LIGHTING,
+) -> PointCloud:
+    """SfM-like points (~4k for the demo): visible surface samples with 1 cm position and some colour noise."""
+    xyz, rgb = sample_surface_points(prims, cams, per_view=per_view, rng=rng, lighting=lighting)
     xyz = xyz + rng.normal(scale=0.01, size=xyz.shape)
     rgb = np.clip(rgb + rng.normal(scale=0.03, size=rgb.shape), 0.0, 1.0)
     # Quantise colours now so the PLY (uint8) and points3D.bin (uint8) carry exactly the same values.
@@ -59,7 +67,7 @@ def _write_nerf_synthetic(root: Path, cams: list[DemoCamera], images: list[np.nd
     write_ply_points(root / "points3d.ply", cloud)
 
 
-def _write_colmap(root: Path, cams: list[DemoCamera], images: list[np.ndarray], cloud: PointCloud) -> None:
+def write_colmap(root: Path, cams: list[DemoCamera], images: list[np.ndarray], cloud: PointCloud) -> None:
     (root / "images").mkdir(parents=True)
     for cam, img in zip(cams, images):
         write_png(root / "images" / f"{cam.name}.png", img)
@@ -80,26 +88,31 @@ def generate_demo(out: Path, n_views: int = 48, size: int = 160) -> None:
     prims = build_scene()
     cams = camera_ring(n_views, size=size, focal=190.0 * size / 160)
     images = [np.clip(np.rint(render(prims, c) * 255.0), 0, 255).astype(np.uint8) for c in cams]
-    cloud = _noisy_points(prims, cams, np.random.default_rng(SEED))
+    cloud = noisy_points(prims, cams, np.random.default_rng(SEED))
     _write_nerf_synthetic(out / "nerf_synthetic", cams, images, cloud)
-    _write_colmap(out / "colmap", cams, images, cloud)
+    write_colmap(out / "colmap", cams, images, cloud)
 
 
 def ensure_demo(out: Path) -> Path:
-    """Generate the demo at ``out`` unless it is already there.
+    """Generate the demo at ``out`` unless it is already there (see :func:`ensure_generated`)."""
+    return ensure_generated(out, "the demo scene", generate_demo)
 
-    Rendering goes to a temporary sibling folder that is renamed into place at the end, so an
+
+def ensure_generated(out: Path, what: str, generate: Callable[[Path], None]) -> Path:
+    """Run ``generate(folder)`` to create ``out`` unless it is already there; returns ``out``.
+
+    Generation goes to a temporary sibling folder that is renamed into place at the end, so an
     interrupted run never leaves a half-written ``out`` that later runs would take as complete, and two
     processes racing to create it both end up with one whole copy.
     """
     if out.is_dir():
         return out
     # A first run otherwise sits silent for seconds before the hook table: say what and where.
-    print(f"generating the demo scene in {out.resolve()} (only once: later runs reuse it)", flush=True)
+    print(f"generating {what} in {out.resolve()} (only once: later runs reuse it)", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        generate_demo(tmp / "scene")
+        generate(tmp / "scene")
         try:
             os.rename(tmp / "scene", out)
         except OSError:

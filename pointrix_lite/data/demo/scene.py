@@ -9,6 +9,7 @@ reconstruction scores a visibly lower PSNR than a sharp one.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +20,18 @@ from .raycast import Box, Cone, Cylinder, GroundSquare, Primitive, Sphere, shade
 BACKGROUND = np.array([1.0, 1.0, 1.0])  # white, so the same images work with white_background: true
 SUN = np.array([0.45, -0.35, 0.82])
 TARGET = np.array([0.0, 0.0, 0.2])  # cameras look here
+
+
+@dataclass(frozen=True)
+class Lighting:
+    """What :func:`~.raycast.shade` needs besides the geometry: sun direction, background, ambient share."""
+
+    sun: np.ndarray
+    background: np.ndarray
+    ambient: float = 0.35
+
+
+DEMO_LIGHTING = Lighting(SUN, BACKGROUND)
 
 
 # ------------------------------------------------------------------------------------------ noise
@@ -148,18 +161,31 @@ class DemoCamera:
     height: int
 
 
-def camera_ring(n: int = 48, size: int = 160, focal: float = 190.0, radius: float = 3.9) -> list[DemoCamera]:
-    """``n`` cameras around the scene; azimuth steps evenly, elevation wanders between ~15 and ~50 deg.
+def camera_ring(
+    n: int = 48,
+    size: int = 160,
+    focal: float = 190.0,
+    radius: float = 3.9,
+    height: int | None = None,
+    target: np.ndarray = TARGET,
+    elevation: tuple[float, float] = (32.0, 17.0),
+) -> list[DemoCamera]:
+    """``n`` cameras looking at ``target``; azimuth steps evenly, elevation wanders around a mean.
 
-    With names ``r_000 ...`` the test split "every 8th sorted by name" (indices 0, 8, ...) is spread
-    evenly in azimuth.
+    The elevation of camera ``i`` is ``mean + amplitude * sin(2.4 i)`` degrees (``elevation`` =
+    ``(mean, amplitude)``; the demo's ~15 to ~50 deg). Images are ``size`` wide and ``height`` (default
+    ``size``) high, principal point at the image centre. With names ``r_000 ...`` the test split "every
+    8th sorted by name" (indices 0, 8, ...) is spread evenly in azimuth.
     """
+    height = size if height is None else height
+    mean, amplitude = elevation
     cams = []
     for i in range(n):
         az = 2 * math.pi * i / n + 0.3
-        el = math.radians(32.0 + 17.0 * math.sin(2.4 * i))
-        eye = TARGET + radius * np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
-        cams.append(DemoCamera(f"r_{i:03d}", look_at(eye, TARGET), focal, focal, size / 2, size / 2, size, size))
+        el = math.radians(mean + amplitude * math.sin(2.4 * i))
+        eye = target + radius * np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
+        w2c = look_at(eye, target)
+        cams.append(DemoCamera(f"r_{i:03d}", w2c, focal, focal, size / 2, height / 2, size, height))
     return cams
 
 
@@ -173,7 +199,9 @@ def camera_rays(cam: DemoCamera, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarr
     return np.broadcast_to(origin, dirs.shape).copy(), dirs
 
 
-def render(prims: list[Primitive], cam: DemoCamera, supersample: int = 2) -> np.ndarray:
+def render(
+    prims: list[Primitive], cam: DemoCamera, supersample: int = 2, lighting: Lighting = DEMO_LIGHTING
+) -> np.ndarray:
     """[H, W, 3] float64 image, box-filtered over ``supersample``^2 stratified samples per pixel."""
     s = supersample
     offs = (np.arange(s) + 0.5) / s
@@ -181,25 +209,32 @@ def render(prims: list[Primitive], cam: DemoCamera, supersample: int = 2) -> np.
     v = (np.arange(cam.height)[:, None] + offs[None, :]).reshape(-1)
     uu, vv = np.meshgrid(u, v)
     o, d = camera_rays(cam, uu.reshape(-1), vv.reshape(-1))
-    colour = shade(prims, trace(prims, o, d), SUN, BACKGROUND)
+    colour = shade(prims, trace(prims, o, d), lighting.sun, lighting.background, lighting.ambient)
     return colour.reshape(cam.height, s, cam.width, s, 3).mean(axis=(1, 3))
 
 
 def sample_surface_points(
-    prims: list[Primitive], cams: list[DemoCamera], per_view: int, rng: np.random.Generator
+    prims: list[Primitive] | Callable[[DemoCamera], list[Primitive]],
+    cams: list[DemoCamera],
+    per_view: int,
+    rng: np.random.Generator,
+    lighting: Lighting = DEMO_LIGHTING,
 ) -> tuple[np.ndarray, np.ndarray]:
     """SfM-like points: surface points seen through random pixels of each camera, with their colour.
+
+    ``prims`` may be a function of the camera (scenes whose textures filter to each view's footprint).
 
     Returns:
         xyz [M, 3], rgb [M, 3] in [0, 1], noise-free (the caller adds noise).
     """
     xyz, rgb = [], []
     for cam in cams:
+        seen_by = prims(cam) if callable(prims) else prims
         u, v = rng.random(per_view) * cam.width, rng.random(per_view) * cam.height
         o, d = camera_rays(cam, u, v)
-        hits = trace(prims, o, d)
+        hits = trace(seen_by, o, d)
         seen = hits.index >= 0
-        colour = shade(prims, hits, SUN, BACKGROUND)
+        colour = shade(seen_by, hits, lighting.sun, lighting.background, lighting.ambient)
         xyz.append(hits.points[seen])
         rgb.append(colour[seen])
     return np.concatenate(xyz), np.concatenate(rgb)
