@@ -8,6 +8,7 @@ for a batch of rays: where is the first hit (``intersect``) and what is the surf
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -51,6 +52,11 @@ class Primitive:
         """Hit points [N,3] -> outward unit normals [N,3]."""
         raise NotImplementedError
 
+    def bounds(self) -> tuple[np.ndarray, float] | None:
+        """A sphere ``(centre [3], radius)`` holding the primitive, or None (unbounded, or cheaper to
+        test exactly): :func:`trace` then intersects only the rays that meet the sphere."""
+        return None
+
 
 @dataclass
 class GroundSquare(Primitive):
@@ -67,6 +73,34 @@ class GroundSquare(Primitive):
 
     def normal(self, p):
         return np.tile([0.0, 0.0, 1.0], (len(p), 1))
+
+
+@dataclass
+class Room(Primitive):
+    """The four walls of the room ``|x|, |y| <= half``, ``0 <= z <= height``, seen from inside.
+
+    Rays must start inside the room (cameras and the surfaces they see are); normals point inwards.
+    One primitive instead of four boxes: every camera ray of an indoor scene tests it.
+    """
+
+    half: float = 6.0
+    height: float = 4.0
+
+    def intersect(self, o, d):
+        dxy = d[:, :2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_axis = (np.copysign(self.half, dxy) - o[:, :2]) / dxy  # where the ray leaves each slab
+        t_axis = np.where(dxy != 0, t_axis, np.inf)
+        t = np.minimum(t_axis[:, 0], t_axis[:, 1])
+        z = o[:, 2] + np.where(np.isfinite(t), t, 0.0) * d[:, 2]
+        ok = np.isfinite(t) & (t > EPS) & (z >= 0) & (z <= self.height)
+        return np.where(ok, t, np.inf)
+
+    def normal(self, p):
+        axis = np.abs(p[:, :2]).argmax(axis=1)
+        n = np.zeros_like(p)
+        n[np.arange(len(p)), axis] = -np.sign(p[np.arange(len(p)), axis])
+        return n
 
 
 @dataclass
@@ -97,6 +131,9 @@ class Box(Primitive):
     def to_local(self, p: np.ndarray) -> np.ndarray:
         return (p - np.asarray(self.center)) @ self.rotation()
 
+    def bounds(self):
+        return np.asarray(self.center, dtype=np.float64), float(np.linalg.norm(self.half))
+
     def intersect(self, o, d):
         lo, ld = self.to_local(o), d @ self.rotation()
         h = np.asarray(self.half)
@@ -125,6 +162,9 @@ class Cylinder(Primitive):
     radius: float = 0.5
     height: float = 1.0
 
+    def bounds(self):
+        return np.array([*self.base, self.height / 2]), math.hypot(self.radius, self.height / 2)
+
     def intersect(self, o, d):
         q = o[:, :2] - np.asarray(self.base)
         dz_ok = lambda t: (o[:, 2] + t * d[:, 2] >= 0) & (o[:, 2] + t * d[:, 2] <= self.height)  # noqa: E731
@@ -149,6 +189,9 @@ class Cone(Primitive):
     radius: float = 0.5
     height: float = 1.0
 
+    def bounds(self):
+        return np.array([*self.base, self.height / 2]), math.hypot(self.radius, self.height / 2)
+
     def intersect(self, o, d):
         k2 = (self.radius / self.height) ** 2
         q = o - np.array([*self.base, self.height])
@@ -164,6 +207,16 @@ class Cone(Primitive):
         return _unit(np.concatenate([r, (k2 * (self.height - p[:, 2]))[:, None]], axis=1))
 
 
+def _meets_sphere(o: np.ndarray, d: np.ndarray, center: np.ndarray, radius: float) -> np.ndarray:
+    """[N] bool: the ray (or the line behind its origin, when it starts inside) meets the sphere.
+
+    Conservative (the radius is padded), so a ray it drops would have missed the primitive inside.
+    """
+    oc = o - center
+    b, c = _dot(oc, d), _dot(oc, oc) - (radius * (1 + 1e-6) + 1e-9) ** 2
+    return (b * b - _dot(d, d) * c >= 0) & ((b <= 0) | (c <= 0))
+
+
 @dataclass
 class Hits:
     t: np.ndarray  # [N] distance, inf on a miss
@@ -173,7 +226,15 @@ class Hits:
 
 def trace(prims: list[Primitive], o: np.ndarray, d: np.ndarray) -> Hits:
     """First hit of each ray among ``prims``."""
-    ts = np.stack([p.intersect(o, d) for p in prims])  # [P, N]
+    ts = np.full((len(prims), len(o)), np.inf)  # [P, N]
+    for k, prim in enumerate(prims):
+        bounds = prim.bounds()
+        if bounds is None:
+            ts[k] = prim.intersect(o, d)
+            continue
+        sel = _meets_sphere(o, d, *bounds)
+        if sel.any():
+            ts[k, sel] = prim.intersect(o[sel], d[sel])
     index = ts.argmin(axis=0)
     t = ts[index, np.arange(ts.shape[1])]
     index = np.where(np.isfinite(t), index, -1)
