@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -11,6 +12,14 @@ import torch
 
 from pointrix_lite.data.cameras import Camera, View, blender_c2w_from_viewmat
 from pointrix_lite.data.images import write_png
+
+
+def tree_hash(root: Path) -> str:
+    """SHA-256 over every file's relative path and bytes below ``root``: equal hashes, identical trees."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
 
 
 def random_rotation(rng: np.random.Generator) -> np.ndarray:

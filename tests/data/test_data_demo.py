@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
+from data_helpers import tree_hash
 
 from pointrix_lite.data.demo import ensure_demo, generate_demo
 from pointrix_lite.data.demo.raycast import Box, Cone, Cylinder, Sphere, trace
 from pointrix_lite.registry import DATASETS
-
-
-def tree_hash(root: Path) -> str:
-    h = hashlib.sha256()
-    for f in sorted(p for p in root.rglob("*") if p.is_file()):
-        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()
 
 
 @pytest.fixture(scope="module")

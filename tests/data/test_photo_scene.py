@@ -5,7 +5,6 @@ Generated small (160 x 120, 10 views); the benchmark's 400 x 300 x 56 differs on
 
 from __future__ import annotations
 
-import hashlib
 import math
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from data_helpers import tree_hash
 from scipy.spatial.transform import Rotation
 
 from pointrix_lite.data.colmap_io import read_model
@@ -28,13 +28,6 @@ from pointrix_lite.registry import DATASETS
 W, H, N = 160, 120, 10
 
 
-def tree_hash(root: Path) -> str:
-    h = hashlib.sha256()
-    for f in sorted(p for p in root.rglob("*") if p.is_file()):
-        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()
-
-
 @pytest.fixture(scope="module")
 def small(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("photo") / "scene"
@@ -46,7 +39,8 @@ def expected_eye(i: int) -> np.ndarray:
     """Where the scene's docs put camera ``i``: 3.6 from (0, 0, 0.35), azimuth 0.3 + 2 pi i / n,
     elevation 24 + 14 sin(2.4 i) degrees (written out here, not taken from the generator)."""
     az, el = 0.3 + 2 * math.pi * i / N, math.radians(24 + 14 * math.sin(2.4 * i))
-    return np.array([0, 0, 0.35]) + 3.6 * np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
+    direction = np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
+    return np.array([0, 0, 0.35]) + 3.6 * direction
 
 
 def project(model, image, xyz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -178,8 +172,9 @@ def test_interrupted_generation_leaves_no_folder(tmp_path, monkeypatch, capsys):
         ensure_photo_scene(tmp_path / "bench_photo")
     assert "scene" in seen  # it was interrupted mid-way, with its (temporary) output folder begun
     assert list(tmp_path.iterdir()) == []  # neither the scene nor its temporary sibling is left
-    out = capsys.readouterr().out
-    assert out == f"generating the 400x300 photo benchmark scene in {tmp_path / 'bench_photo'} (only once: later runs reuse it)\n"
+    where = tmp_path / "bench_photo"
+    said = capsys.readouterr().out
+    assert said == f"generating the 400x300 photo benchmark scene in {where} (only once: later runs reuse it)\n"
 
 
 def test_without_scikit_image_says_what_to_install(monkeypatch):

@@ -77,7 +77,8 @@ def box_uv(box: Box):
         axis = np.abs(lp / h).argmax(axis=1)
         face = 2 * axis + (lp[np.arange(len(p)), axis] < 0)
         x, y, z = lp.T
-        along = np.select([face == 0, face == 1, face == 2, face == 3], [y + h[1], h[1] - y, h[0] - x, x + h[0]], x + h[0])
+        sides = [face == 0, face == 1, face == 2, face == 3]
+        along = np.select(sides, [y + h[1], h[1] - y, h[0] - x, x + h[0]], x + h[0])
         down = np.where(axis == 2, h[1] - y, h[2] - z)
         return face, along, down
 
