@@ -10,7 +10,7 @@ mip-mapped lookup, see :mod:`.photo_texture`).
 
 Written in the COLMAP layout only (``<out>/colmap/images/r_*.png`` and ``sparse/0/*.bin``, one PINHOLE
 camera, 400 x 300); ``ColmapDataset``'s ``test_every: 8`` holds out views 0, 8, ..., 48 (49 train + 7
-test). Generated from code (about 40 s on one core), deterministically: the same bytes on every run.
+test). Generated from code (about 35 s of CPU), deterministically: the same bytes on every run.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .make import ensure_generated, noisy_points, write_colmap
-from .photo_texture import Decal, Face, Mip, load_photo
+from .photo_texture import UV, Decal, Face, Mip, load_photo
 from .raycast import Box, Cone, Cylinder, GroundSquare, Primitive, Room, Sphere
 from .scene import SUN, DemoCamera, Lighting, camera_ring, render
 
@@ -32,7 +32,7 @@ POINTS_PER_VIEW = 150  # ~8.4k SfM-like points
 SEED = 0
 TARGET = np.array([0.0, 0.0, 0.35])
 ROOM_HALF, ROOM_HEIGHT = 6.0, 4.5
-# Sky where a ray passes over a wall (rare); a brighter ambient than the demo's keeps walls facing away
+# Sky where a ray passes over a wall (no camera's ray does); a brighter ambient than the demo's keeps walls facing away
 # from the sun from going flat and dark.
 LIGHTING = Lighting(SUN, np.array([0.62, 0.74, 0.90]), ambient=0.5)
 
@@ -50,14 +50,14 @@ def _angle(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.arctan2(y, x) + np.pi
 
 
-def floor_uv(square: GroundSquare):
+def floor_uv(square: GroundSquare) -> UV:
     def uv(p):
         return np.zeros(len(p), np.int64), p[:, 0] + square.half, square.half - p[:, 1]
 
     return uv
 
 
-def room_uv(room: Room):
+def room_uv(room: Room) -> UV:
     """Faces 0..3: the walls at x = +half, x = -half, y = +half, y = -half."""
 
     def uv(p):
@@ -69,7 +69,7 @@ def room_uv(room: Room):
     return uv
 
 
-def box_uv(box: Box):
+def box_uv(box: Box) -> UV:
     """Faces 0..5: local +x, -x, +y, -y, +z (top, v along -y), -z."""
 
     def uv(p):
@@ -85,7 +85,7 @@ def box_uv(box: Box):
     return uv
 
 
-def sphere_uv(ball: Sphere):
+def sphere_uv(ball: Sphere) -> UV:
     """Longitude and colatitude, as arc lengths on the sphere."""
 
     def uv(p):
@@ -96,7 +96,7 @@ def sphere_uv(ball: Sphere):
     return uv
 
 
-def cylinder_uv(cyl: Cylinder):
+def cylinder_uv(cyl: Cylinder) -> UV:
     """Face 0: the side (unrolled), face 1: the top cap."""
 
     def uv(p):
@@ -109,7 +109,7 @@ def cylinder_uv(cyl: Cylinder):
     return uv
 
 
-def cone_uv(cone: Cone):
+def cone_uv(cone: Cone) -> UV:
     """Around the base circumference, and down the slant from the apex."""
 
     def uv(p):
@@ -140,37 +140,39 @@ def build_photo_scene() -> PhotoScene:
              "motorcycle_left")
     photo = {name: Mip(load_photo(name)) for name in names}
 
-    def fitted(name: str, width: float, height: float, tint=(1.0, 1.0, 1.0)) -> Face:
-        """``name`` scaled to span ``width``, centred vertically on a face ``height`` tall."""
+    def fitted(name: str, width: float, tint=(1.0, 1.0, 1.0), height: float | None = None) -> Face:
+        """``name`` scaled to span ``width`` (a circumference, for round things); on a wall ``height``
+        tall, centred vertically."""
         h, w = photo[name].shape
         texel = width / w
-        return Face(photo[name], texel, tint, (0.0, max(0.0, (h - height / texel) / 2)))
+        centre = 0.0 if height is None else max(0.0, (h - height / texel) / 2)
+        return Face(photo[name], texel, tint, (0.0, centre))
 
     room = Room(_per_view, half=ROOM_HALF, height=ROOM_HEIGHT)
     floor = GroundSquare(_per_view, half=ROOM_HALF)
     walls = [
-        fitted("motorcycle_left", 2 * ROOM_HALF, ROOM_HEIGHT),
-        fitted("coffee", 2 * ROOM_HALF, ROOM_HEIGHT),
+        fitted("motorcycle_left", 2 * ROOM_HALF, height=ROOM_HEIGHT),
+        fitted("coffee", 2 * ROOM_HALF, height=ROOM_HEIGHT),
         Face(photo["brick"], 0.012, (0.85, 0.50, 0.38)),
         Face(photo["grass"], 0.012, (0.55, 0.85, 0.45)),
     ]
     box = Box(_per_view, center=(-0.55, 0.45, 0.35), half=(0.5, 0.35, 0.35), yaw=0.45)
-    astronaut = photo["astronaut"]
-    box_faces = [Face(astronaut, 1.0 / 512, offset=(40.0 * k, 60.0 * (k % 3))) for k in range(6)]
+    astronaut = fitted("astronaut", 2 * max(box.half))
+    box_faces = [replace(astronaut, offset=(40.0 * k, 60.0 * (k % 3))) for k in range(6)]  # six different crops
     ball = Sphere(_per_view, center=(0.7, 0.5, 0.5), radius=0.5)
     cone = Cone(_per_view, base=(-0.6, -0.7), radius=0.38, height=0.95)
     cyl = Cylinder(_per_view, base=(0.55, -0.7), radius=0.3, height=1.0)
-    ihc = Face(photo["immunohistochemistry"], 2 * np.pi * cyl.radius / 512)
+    ihc = fitted("immunohistochemistry", 2 * np.pi * cyl.radius)
     moon = Sphere(_per_view, center=(0.05, -0.05, 0.22), radius=0.22)
     return PhotoScene(
         [
             Decal(floor, floor_uv(floor), [Face(photo["gravel"], 0.008, (0.92, 0.82, 0.66))]),
             Decal(room, room_uv(room), walls),
             Decal(box, box_uv(box), box_faces),
-            Decal(ball, sphere_uv(ball), [Face(photo["chelsea"], 2 * np.pi * ball.radius / 451)]),
-            Decal(cone, cone_uv(cone), [Face(photo["coins"], 2 * np.pi * cone.radius / 384, (1.0, 0.8, 0.45))]),
+            Decal(ball, sphere_uv(ball), [fitted("chelsea", 2 * np.pi * ball.radius)]),
+            Decal(cone, cone_uv(cone), [fitted("coins", 2 * np.pi * cone.radius, tint=(1.0, 0.8, 0.45))]),
             Decal(cyl, cylinder_uv(cyl), [ihc, ihc]),
-            Decal(moon, sphere_uv(moon), [Face(photo["moon"], 2 * np.pi * moon.radius / 512, (0.95, 0.92, 0.85))]),
+            Decal(moon, sphere_uv(moon), [fitted("moon", 2 * np.pi * moon.radius, tint=(0.95, 0.92, 0.85))]),
         ]
     )
 
