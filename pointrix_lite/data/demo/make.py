@@ -68,6 +68,7 @@ def _write_nerf_synthetic(root: Path, cams: list[DemoCamera], images: list[np.nd
 
 
 def write_colmap(root: Path, cams: list[DemoCamera], images: list[np.ndarray], cloud: PointCloud) -> None:
+    """``root/images/<name>.png`` and ``root/sparse/0/*.bin``; one PINHOLE camera (``cams[0]``'s intrinsics)."""
     (root / "images").mkdir(parents=True)
     for cam, img in zip(cams, images):
         write_png(root / "images" / f"{cam.name}.png", img)
