@@ -18,7 +18,8 @@ from types import ModuleType
 from typing import Optional
 
 _SOURCES = (
-    "bindings.cpp", "pool.cpp", "projection.cpp", "sh.cpp", "binning.cpp", "rasterize_fwd.cpp", "rasterize_bwd.cpp"
+    "bindings.cpp", "pool.cpp", "projection.cpp", "sh.cpp", "binning.cpp", "rasterize_fwd.cpp", "rasterize_bwd.cpp",
+    "ssim.cpp",
 )
 _HEADERS = ("common.h", "kernels.h", "pool.h", "simd.h", "tile.h")
 # -ffp-contract=off: the scalar paths must not be fused differently in the
