@@ -93,4 +93,4 @@ def test_auto_uses_native_on_cpu_and_torch_when_gt_needs_a_gradient(monkeypatch)
     assert calls == [1]  # torch path: the native backward gives no gradient for img2
     (g_gt,) = torch.autograd.grad(value, gt)
     assert float(g_gt.abs().sum()) > 0
-    assert float(ssim(rgb, gt, padding="same", backend="torch")) == pytest.approx(float(value.detach()), abs=1e-6)
+    assert float(ssim(rgb, gt, padding="same", backend="torch").detach()) == pytest.approx(float(value.detach()), abs=1e-6)
