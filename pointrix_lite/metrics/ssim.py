@@ -94,8 +94,9 @@ def ssim(
     """Mean SSIM over images of the per-image mean SSIM (all images have the same size, so this
     is the mean of the whole map). Inputs ``[B,H,W,C]`` or ``[H,W,C]``; returns a scalar tensor.
 
-    ``backend``: "native" (C++, CPU, gradients for ``img1`` only), "torch", or "auto" (native
-    when it applies and the extension is available, else torch)."""
+    ``backend``: "native" (C++, CPU, gradients for ``img1`` only; builds the extension if
+    needed), "torch", or "auto" (native for CPU images when the extension is already loaded in
+    this process, see ``ssim_native.native_applies``; else torch)."""
     if img1.dim() == 3:
         img1, img2 = img1[None], img2[None]
     if backend != "torch":

@@ -17,13 +17,17 @@ def _extension():
 
 
 def native_applies(img1: Tensor, img2: Tensor, window_size: int) -> bool:
-    """True when ``ssim_native`` can run these images: CPU, an odd window, no gradient wanted
-    for ``img2`` (the ground truth), and the extension is available (built or loaded now)."""
+    """True when ``ssim(backend="auto")`` runs natively: CPU images, an odd window, no gradient
+    wanted for ``img2`` (the ground truth), and the extension already loaded in this process
+    (by the native rasterizer or the trainer's setup): a loss never starts a ~1 min compile,
+    and a run on the torch rasterizer backend stays pure torch."""
+    from ..renderer.native._build import is_loaded
+
     if img1.device.type != "cpu" or img2.device.type != "cpu" or window_size % 2 == 0:
         return False
     if img2.requires_grad and torch.is_grad_enabled():
         return False
-    return _extension() is not None
+    return is_loaded()
 
 
 class _SsimFunction(torch.autograd.Function):
