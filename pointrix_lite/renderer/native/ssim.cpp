@@ -29,6 +29,46 @@ inline void blur_row(const float *in, const float *g, int K, int W, float *out) 
     }
 }
 
+// v_m[c] += g * (x, y, x^2, y^2, xy)[c]: one tap of the vertical blur of the five moments.
+void accumulate_moments(const float *__restrict xs, const float *__restrict ys, float gk, int W,
+                        float *__restrict v0, float *__restrict v1, float *__restrict v2,
+                        float *__restrict v3, float *__restrict v4) {
+    for (int c = 0; c < W; ++c) {
+        const float xv = xs[c], yv = ys[c];
+        v0[c] += gk * xv;
+        v1[c] += gk * yv;
+        v2[c] += gk * (xv * xv);
+        v3[c] += gk * (yv * yv);
+        v4[c] += gk * (xv * yv);
+    }
+}
+
+// One row of the SSIM map from the blurred moments m[5] (mu_x, mu_y, E[x^2], E[y^2], E[xy]),
+// and (kGrad) its partial derivatives w.r.t. mu_x, E[x^2], E[xy].
+template <bool kGrad>
+void ssim_row(float *const m[5], float C1, float C2, int W, float *__restrict s_row,
+              float *__restrict g_mu, float *__restrict g_xx, float *__restrict g_xy) {
+    const float *__restrict m0 = m[0], *__restrict m1 = m[1], *__restrict m2 = m[2];
+    const float *__restrict m3 = m[3], *__restrict m4 = m[4];
+    for (int c = 0; c < W; ++c) {
+        const float mu1 = m0[c], mu2 = m1[c];
+        const float mu11 = mu1 * mu1, mu22 = mu2 * mu2, mu12 = mu1 * mu2;
+        const float A = 2.f * mu12 + C1;
+        const float B = 2.f * (m4[c] - mu12) + C2;
+        const float C = mu11 + mu22 + C1;
+        const float D = (m2[c] - mu11) + (m3[c] - mu22) + C2;
+        const float CD = C * D;
+        const float S = (A * B) / CD;
+        s_row[c] = S;
+        if (kGrad) {
+            // dS/dmu1 = 2/(CD) [mu2 (B - A) + mu1 S (C - D)]
+            g_mu[c] = 2.f * (mu2 * (B - A) + mu1 * S * (C - D)) / CD;
+            g_xx[c] = -S / D;
+            g_xy[c] = 2.f * A / CD;
+        }
+    }
+}
+
 bool in_valid_rows(const SsimArgs &a, int row) {
     const int r = a.K / 2;
     return !a.valid || (row >= r && row < a.H - r);
@@ -45,7 +85,8 @@ void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx,
         // five vertically blurred moment rows, each padded by r zeros per side
         auto vert = std::make_shared<std::vector<float>>(5 * (W + 2 * r), 0.f);
         auto mom = std::make_shared<std::vector<float>>(5 * W);
-        return [&a, vert, mom, H, W, K, r, bands, partial_sums, d_mu, d_xx, d_xy](int64_t item) {
+        auto srow = std::make_shared<std::vector<float>>(W);
+        return [&a, vert, mom, srow, H, W, K, r, bands, partial_sums, d_mu, d_xx, d_xy](int64_t item) {
             const int64_t p = item / bands;
             const int row0 = static_cast<int>(item % bands) * kBand;
             const int row1 = std::min(H, row0 + kBand);
@@ -63,41 +104,28 @@ void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx,
                 for (int k = 0; k < K; ++k) {
                     const int src = row + k - r;
                     if (src < 0 || src >= H) continue;  // zero padding
-                    const float gk = a.g[k];
-                    const float *xs = x + static_cast<int64_t>(src) * W;
-                    const float *ys = y + static_cast<int64_t>(src) * W;
-                    for (int c = 0; c < W; ++c) {
-                        const float xv = xs[c], yv = ys[c];
-                        v[0][c] += gk * xv;
-                        v[1][c] += gk * yv;
-                        v[2][c] += gk * (xv * xv);
-                        v[3][c] += gk * (yv * yv);
-                        v[4][c] += gk * (xv * yv);
-                    }
+                    accumulate_moments(x + static_cast<int64_t>(src) * W, y + static_cast<int64_t>(src) * W,
+                                       a.g[k], W, v[0], v[1], v[2], v[3], v[4]);
                 }
                 for (int i = 0; i < 5; ++i) blur_row(v[i] - r, a.g, K, W, m[i]);
                 const int64_t off = (p * H + row) * static_cast<int64_t>(W);
+                float *s_row = srow->data();
+                if (d_mu)
+                    ssim_row<true>(m, a.C1, a.C2, W, s_row, d_mu + off, d_xx + off, d_xy + off);
+                else
+                    ssim_row<false>(m, a.C1, a.C2, W, s_row, nullptr, nullptr, nullptr);
+                // "valid": only pixels whose whole window lies inside count (and get gradients)
                 const bool row_in = in_valid_rows(a, row);
-                const int c0 = a.valid ? r : 0, c1 = a.valid ? W - r : W;
-                float row_sum = 0.f;
-                for (int c = 0; c < W; ++c) {
-                    const float mu1 = m[0][c], mu2 = m[1][c];
-                    const float mu11 = mu1 * mu1, mu22 = mu2 * mu2, mu12 = mu1 * mu2;
-                    const float A = 2.f * mu12 + a.C1;
-                    const float B = 2.f * (m[4][c] - mu12) + a.C2;
-                    const float C = mu11 + mu22 + a.C1;
-                    const float D = (m[2][c] - mu11) + (m[3][c] - mu22) + a.C2;
-                    const float CD = C * D;
-                    const float S = (A * B) / CD;
-                    const bool in = row_in && c >= c0 && c < c1;
-                    row_sum += in ? S : 0.f;
-                    if (d_mu) {
-                        // dS/dmu1 = 2/(CD) [mu2 (B - A) + mu1 S (C - D)]
-                        d_mu[off + c] = in ? 2.f * (mu2 * (B - A) + mu1 * S * (C - D)) / CD : 0.f;
-                        d_xx[off + c] = in ? -S / D : 0.f;
-                        d_xy[off + c] = in ? 2.f * A / CD : 0.f;
+                const int c0 = row_in ? (a.valid ? r : 0) : W;
+                const int c1 = row_in ? (a.valid ? W - r : W) : W;
+                if (d_mu && (c0 > 0 || c1 < W)) {
+                    for (float *g : {d_mu + off, d_xx + off, d_xy + off}) {
+                        std::fill(g, g + c0, 0.f);
+                        std::fill(g + c1, g + W, 0.f);
                     }
                 }
+                float row_sum = 0.f;
+                for (int c = c0; c < c1; ++c) row_sum += s_row[c];
                 sum += row_sum;
             }
             partial_sums[item] = sum;
