@@ -5,8 +5,8 @@
 SSIM: forward + backward of the training loss's ``ssim(rgb, gt, padding="same")`` at 160x160
 and 400x300 (3 channels), ``backend="torch"`` against ``backend="native"``. Adam: one
 ``optimizer.step()`` over the model's six parameter groups for 60k Gaussians at SH degree 1 and
-200k at SH degree 3, today's ``torch.optim.Adam`` (per-tensor loop) against ``build_adam``'s
-fused kernel. Both variants run in the same process in alternating rounds (these machines are
+200k at SH degree 3, today's ``torch.optim.Adam`` (per-tensor loop) against ``foreach=True`` and
+``build_adam``'s fused kernel, with each one's largest parameter difference from today's after 6 steps. Both variants run in the same process in alternating rounds (these machines are
 noisy: only the ratio of one run counts); each figure is the median over all rounds.
 """
 
@@ -58,22 +58,38 @@ def bench_ssim(width: int, height: int, reps: int, rounds: int) -> dict[str, flo
     return _alternate({"torch": run("torch"), "native": run("native")}, reps, rounds)
 
 
-def bench_adam(n: int, sh_degree: int, reps: int, rounds: int) -> dict[str, float]:
-    g = torch.Generator().manual_seed(0)
+def _adam(params: dict, variant: str) -> torch.optim.Adam:
+    opt = build_adam(params, vars(LearningRates()))
+    if variant != "fused":  # today's optimizer: torch's default on CPU is the per-tensor loop
+        for group in opt.param_groups:
+            group["fused"], group["foreach"] = None, variant == "foreach"
+    return opt
+
+
+def bench_adam(n: int, sh_degree: int, reps: int, rounds: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Median ms per step of each variant, and each variant's largest parameter difference from
+    the default after 6 steps with fresh random gradients (half the rows zero)."""
     k = (sh_degree + 1) ** 2
     shapes = {"means": (n, 3), "scales": (n, 3), "quats": (n, 4), "opacities": (n,), "sh0": (n, 1, 3), "shN": (n, k - 1, 3)}
-    lrs = vars(LearningRates())
-    variants = {}
-    for name in ("default", "fused"):
-        params = {p: torch.nn.Parameter(torch.randn(s, generator=g)) for p, s in shapes.items()}
-        for p in params.values():
-            p.grad = torch.randn(p.shape, generator=g) * 1e-3
-        opt = build_adam(params, lrs)
-        if name == "default":  # today's optimizer: torch's default on CPU, the per-tensor loop
-            for group in opt.param_groups:
-                group["fused"], group["foreach"] = None, False
+    start = {p: torch.randn(s, generator=torch.Generator().manual_seed(i)) for i, (p, s) in enumerate(shapes.items())}
+    variants, finals = {}, {}
+    for name in ("default", "foreach", "fused"):
+        params = {p: torch.nn.Parameter(v.clone()) for p, v in start.items()}
+        opt = _adam(params, name)
+        g = torch.Generator().manual_seed(1)
+        for _ in range(6):
+            for p in params.values():
+                grad = torch.randn(p.shape, generator=g) * 1e-3
+                grad[torch.rand(p.shape[0], generator=g) < 0.5] = 0.0
+                p.grad = grad
+            opt.step()
+        finals[name] = params
         variants[name] = opt.step
-    return _alternate(variants, reps, rounds)
+    diffs = {
+        name: max(float((finals[name][p] - finals["default"][p]).detach().abs().max()) for p in shapes)
+        for name in ("foreach", "fused")
+    }
+    return _alternate(variants, reps, rounds), diffs
 
 
 def main() -> None:
@@ -91,10 +107,10 @@ def main() -> None:
         print(f"SSIM loss fwd+bwd {w}x{h}: torch {r['torch']:.2f}  native {r['native']:.2f}  "
               f"speed-up {r['torch'] / r['native']:.2f}x")
     for n, deg in ((60_000, 1), (200_000, 3)):
-        r = bench_adam(n, deg, args.reps, args.rounds)
-        print(f"Adam step {n // 1000}k Gaussians SH{deg}: default {r['default']:.2f}  fused {r['fused']:.2f}  "
-              f"speed-up {r['default'] / r['fused']:.2f}x")
-
+        r, diffs = bench_adam(n, deg, args.reps, args.rounds)
+        print(f"Adam step {n // 1000}k Gaussians SH{deg}: default {r['default']:.2f}  foreach {r['foreach']:.2f}  "
+              f"fused {r['fused']:.2f}  speed-up fused {r['default'] / r['fused']:.2f}x; max |param - default| "
+              f"after 6 steps: foreach {diffs['foreach']:.2g}, fused {diffs['fused']:.2g}")
 
 if __name__ == "__main__":
     main()
