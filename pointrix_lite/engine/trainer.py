@@ -96,7 +96,8 @@ class DefaultTrainer:
     4. ``model = MODELS.build(cfg.model, "model", dataset=dataset).to(device)``
     5. ``optimizer = model.create_optimizer(max_steps, batch_size=effective_batch_size)`` (the
        ``batch_size`` keyword only when more than one view per step, over all processes)
-    6. ``renderer = RENDERERS.build(cfg.renderer, "renderer")`` (moved to device if a Module)
+    6. ``renderer = RENDERERS.build(cfg.renderer, "renderer")`` (moved to device if a Module), then
+       ``renderer.prepare(device, announce=...)`` if it has one (builds the native CPU extension)
     7. ``strategy = STRATEGIES.build(cfg.strategy, "strategy", scene_extent=..., max_steps=...)``
        and ``strategy.check(model, optimizer)``, or ``None``
     8. ``writer = WriterGroup(WRITERS.build(w, "writers[i]", exp_dir=exp_dir) ...)`` + ``write_config``
@@ -147,6 +148,9 @@ class DefaultTrainer:
         self.renderer = RENDERERS.build(cfg.renderer, "renderer")
         if isinstance(self.renderer, torch.nn.Module):
             self.renderer = self.renderer.to(self.device)
+        prepare = getattr(self.renderer, "prepare", None)
+        if callable(prepare):  # e.g. the native CPU build: here, not in the first step's train_seconds
+            prepare(self.device, announce=self._announce if self.is_main_process else None)
         self.strategy = None
         if cfg.strategy is not None:
             self.strategy = STRATEGIES.build(
@@ -160,6 +164,9 @@ class DefaultTrainer:
         self.hooks: list[Hook] = []
         for hook in build_hooks(cfg.hooks):
             self.register_hook(hook)
+
+    def _announce(self, line: str) -> None:
+        self.console.print(line, markup=False)
 
     # --- processes ------------------------------------------------------------------------------
     @property

@@ -10,6 +10,10 @@ Two border conventions, because the two references we match disagree:
   Use it for reported metrics.
 - ``padding="same"`` zero-pads by ``window_size // 2`` like INRIA 3DGS's training loss, so
   every pixel (borders included) gets a gradient. Use it for the loss.
+
+``ssim()`` runs on the native C++ extension (``metrics/ssim_native.py``, forward and backward in
+``renderer/native/ssim.cpp``) for CPU tensors when it is available, else on the torch code below,
+which stays the reference it is tested against.
 """
 
 from __future__ import annotations
@@ -85,9 +89,25 @@ def ssim(
     window_size: int = 11,
     sigma: float = 1.5,
     data_range: float = 1.0,
+    backend: Literal["auto", "torch", "native"] = "auto",
 ) -> Tensor:
     """Mean SSIM over images of the per-image mean SSIM (all images have the same size, so this
-    is the mean of the whole map). Inputs ``[B,H,W,C]`` or ``[H,W,C]``; returns a scalar tensor."""
+    is the mean of the whole map). Inputs ``[B,H,W,C]`` or ``[H,W,C]``; returns a scalar tensor.
+
+    ``backend``: "native" (C++, CPU, gradients for ``img1`` only; builds the extension if
+    needed), "torch", or "auto" (native for CPU images when the extension is already loaded in
+    this process, see ``ssim_native.native_applies``; else torch)."""
     if img1.dim() == 3:
         img1, img2 = img1[None], img2[None]
+    if backend != "torch":
+        from .ssim_native import native_applies, ssim_native
+
+        if backend == "native" or native_applies(img1, img2, window_size):
+            if padding == "valid" and min(img1.shape[1:3]) < window_size:
+                raise ValueError(
+                    f"ssim padding='valid' needs images of at least {window_size}x{window_size}, got {tuple(img1.shape[1:3])}"
+                )
+            g = gaussian_window_1d(window_size, sigma)
+            c1, c2 = (_C1_FACTOR * data_range) ** 2, (_C2_FACTOR * data_range) ** 2
+            return ssim_native(img1, img2, g, c1, c2, padding == "valid")
     return ssim_map(img1, img2, padding, window_size, sigma, data_range).mean()

@@ -44,6 +44,8 @@ def build_adam(
 
     Returns:
         The optimizer; each group carries ``name`` and ``base_lr`` (the lr the schedule starts from).
+        On the CPU it is torch's fused Adam: one multithreaded pass per tensor, 6-10x faster than
+        the default per-tensor loop and equal to it within one float ulp (docs/native.md "Adam").
     """
     missing = [name for name in params if name not in lrs]
     if missing:
@@ -54,7 +56,10 @@ def build_adam(
         for name, p in params.items()
     ]
     betas = (1 - batch_size * (1 - 0.9), 1 - batch_size * (1 - 0.999))
-    return torch.optim.Adam(groups, eps=1e-15 / scale, betas=betas)
+    # None leaves torch's default (foreach on CUDA); a checkpoint's saved groups keep the flag
+    # they were written with, so a resumed run continues bit for bit with the same kernel.
+    fused = True if all(p.device.type == "cpu" for p in params.values()) else None
+    return torch.optim.Adam(groups, eps=1e-15 / scale, betas=betas, fused=fused)
 
 
 def exponential_lr(base_lr: float, step: int, max_steps: int, final_factor: float) -> float:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence, Union
+from typing import Any, Callable, Literal, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -36,6 +36,15 @@ class GaussianRenderer:
 
     def __init__(self, config: "GaussianRenderer.Config | None" = None, **_: Any) -> None:
         self.config = config or GaussianRenderer.Config()
+
+    def prepare(self, device: Union[str, torch.device], announce: Optional[Callable[[str], object]] = None) -> None:
+        """Build or load, before training, what rendering on ``device`` will need: the native
+        CPU extension for backend auto/native (its first build takes about a minute and would
+        otherwise land in the first step). ``announce`` gets one line only if it compiles."""
+        if self.config.backend in ("auto", "native") and torch.device(device).type == "cpu":
+            from . import native
+
+            native.prepare(announce)
 
     def __call__(
         self, model: Any, cameras: Sequence[Any], background: Union[Sequence[float], Tensor]

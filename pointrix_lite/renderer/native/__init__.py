@@ -6,13 +6,15 @@ raises, ``unavailable_reason()`` explains a False. Design and figures: docs/nati
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
-from ._build import load_extension
+from ._build import build_pending, load_extension
 from ._build import unavailable_reason as _reason
 from .api import rasterization_native
 
-__all__ = ["rasterization_native", "is_available", "unavailable_reason"]
+__all__ = ["rasterization_native", "is_available", "unavailable_reason", "prepare", "BUILD_MESSAGE"]
+
+BUILD_MESSAGE = "building the native CPU rasterizer (first run only) ..."
 
 
 def is_available() -> bool:
@@ -23,3 +25,14 @@ def is_available() -> bool:
 def unavailable_reason() -> Optional[str]:
     """Why ``is_available()`` is False (compiler error summary), else None."""
     return _reason()
+
+
+def prepare(announce: Optional[Callable[[str], object]] = print) -> bool:
+    """Build or load the extension now (before training, so the build is not timed as a step).
+
+    ``announce(BUILD_MESSAGE)`` is called first only when this will actually compile, not when
+    it loads a cached build. Returns ``is_available()``.
+    """
+    if announce is not None and build_pending():
+        announce(BUILD_MESSAGE)
+    return is_available()

@@ -18,7 +18,8 @@ from types import ModuleType
 from typing import Optional
 
 _SOURCES = (
-    "bindings.cpp", "pool.cpp", "projection.cpp", "sh.cpp", "binning.cpp", "rasterize_fwd.cpp", "rasterize_bwd.cpp"
+    "bindings.cpp", "pool.cpp", "projection.cpp", "sh.cpp", "binning.cpp", "rasterize_fwd.cpp", "rasterize_bwd.cpp",
+    "ssim.cpp",
 )
 _HEADERS = ("common.h", "kernels.h", "pool.h", "simd.h", "tile.h")
 # -ffp-contract=off: the scalar paths must not be fused differently in the
@@ -66,6 +67,53 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[-1] if lines else ''}"[:500]
 
 
+def _disabled() -> bool:
+    return os.environ.get("POINTRIX_NATIVE_DISABLE", "") not in ("", "0")
+
+
+def _module_name(src_dir: Path, level: int) -> str:
+    return f"pointrix_lite_native_{_source_tag(src_dir)}_{_cpu_tag()}_{level}"
+
+
+def _cpp_extension() -> ModuleType:
+    # Importing cpp_extension on a CPU-only machine with a CUDA toolkit folder logs a
+    # "No CUDA runtime is found" warning to stderr on every run; it is irrelevant to a
+    # CPU-only build and would break the one-line error output of the CLI.
+    cpp_logger = logging.getLogger("torch.utils.cpp_extension")
+    previous = cpp_logger.level
+    cpp_logger.setLevel(logging.ERROR)
+    try:
+        from torch.utils import cpp_extension
+    finally:
+        cpp_logger.setLevel(previous)
+    return cpp_extension
+
+
+def build_pending() -> bool:
+    """True when ``load_extension()`` has not run yet in this process and will compile: the
+    cache holds no build of these sources for this CPU, or a source is newer than that build
+    (ninja then rebuilds). False when it will only load, or when that cannot be told."""
+    if _tried or _disabled():
+        return False
+    try:
+        src_dir = Path(__file__).resolve().parent
+        name = _module_name(src_dir, 0)
+        # torch's own rule for the folder (TORCH_EXTENSIONS_DIR, else a per-python/accelerator
+        # folder under ~/.cache/torch_extensions); private, hence the broad except below
+        library = Path(_cpp_extension()._get_build_directory(name, False)) / f"{name}.so"
+        if not library.exists():
+            return True
+        built = library.stat().st_mtime
+        return any((src_dir / f).stat().st_mtime > built for f in _SOURCES + _HEADERS)
+    except Exception:
+        return False
+
+
+def is_loaded() -> bool:
+    """True when the extension is already loaded in this process (never builds)."""
+    return _module is not None
+
+
 def load_extension() -> Optional[ModuleType]:
     """Return the compiled module (building it on first call), or None if it cannot be built."""
     global _module, _error, _tried
@@ -73,20 +121,11 @@ def load_extension() -> Optional[ModuleType]:
         if _tried:
             return _module
         _tried = True
-        if os.environ.get("POINTRIX_NATIVE_DISABLE", "") not in ("", "0"):
+        if _disabled():
             _error = "disabled by POINTRIX_NATIVE_DISABLE"
             return None
         try:
-            # Importing cpp_extension on a CPU-only machine with a CUDA toolkit folder logs a
-            # "No CUDA runtime is found" warning to stderr on every run; it is irrelevant to a
-            # CPU-only build and would break the one-line error output of the CLI.
-            cpp_logger = logging.getLogger("torch.utils.cpp_extension")
-            previous = cpp_logger.level
-            cpp_logger.setLevel(logging.ERROR)
-            try:
-                from torch.utils.cpp_extension import load
-            finally:
-                cpp_logger.setLevel(previous)
+            load = _cpp_extension().load
         except Exception as exc:  # pragma: no cover - torch without cpp_extension
             _error = _short(exc)
             return None
@@ -94,7 +133,7 @@ def load_extension() -> Optional[ModuleType]:
         verbose = os.environ.get("POINTRIX_NATIVE_VERBOSE", "") not in ("", "0")
         errors = []
         for level, (cflags, ldflags) in enumerate(_ATTEMPTS):
-            name = f"pointrix_lite_native_{_source_tag(src_dir)}_{_cpu_tag()}_{level}"
+            name = _module_name(src_dir, level)
             try:
                 _module = load(
                     name=name,

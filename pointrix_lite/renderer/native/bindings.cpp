@@ -279,6 +279,64 @@ std::vector<Tensor> sh_bwd(int64_t degree, const Tensor &means, const Tensor &ca
 
 }  // namespace
 
+// ---- SSIM loss (ssim.cpp) ------------------------------------------------------------------
+namespace {
+
+plr::SsimArgs ssim_args(const Tensor &x, const Tensor &y, const Tensor &taps, double c1, double c2,
+                        bool valid) {
+    check(x, "ssim img1", 3);
+    check(y, "ssim img2", 3);
+    check(taps, "ssim window", 1);
+    TORCH_CHECK(x.sizes() == y.sizes(), "ssim images must have equal shapes");
+    TORCH_CHECK(taps.size(0) % 2 == 1, "ssim window must have an odd number of taps");
+    plr::SsimArgs a;
+    a.P = x.size(0);
+    a.H = static_cast<int>(x.size(1));
+    a.W = static_cast<int>(x.size(2));
+    a.K = static_cast<int>(taps.size(0));
+    TORCH_CHECK(!valid || (a.H >= a.K && a.W >= a.K), "ssim 'valid' needs images of at least the window size");
+    a.x = x.data_ptr<float>();
+    a.y = y.data_ptr<float>();
+    a.g = taps.data_ptr<float>();
+    a.C1 = static_cast<float>(c1);
+    a.C2 = static_cast<float>(c2);
+    a.valid = valid;
+    a.nthreads = threads();
+    return a;
+}
+
+// x, y [P,H,W] -> (sum of the SSIM map, its partial-derivative maps d_mu, d_xx, d_xy [P,H,W]
+// or empty when with_grad is false).
+std::tuple<double, Tensor, Tensor, Tensor> ssim_fwd(const Tensor &x, const Tensor &y,
+                                                    const Tensor &taps, double c1, double c2,
+                                                    bool valid, bool with_grad) {
+    auto a = ssim_args(x, y, taps, c1, c2, valid);
+    std::vector<double> partial(static_cast<size_t>(plr::ssim_items(a)));
+    Tensor d_mu = with_grad ? at::empty_like(x) : Tensor();
+    Tensor d_xx = with_grad ? at::empty_like(x) : Tensor();
+    Tensor d_xy = with_grad ? at::empty_like(x) : Tensor();
+    plr::ssim_fwd(a, partial.data(), with_grad ? d_mu.data_ptr<float>() : nullptr,
+                  with_grad ? d_xx.data_ptr<float>() : nullptr, with_grad ? d_xy.data_ptr<float>() : nullptr);
+    double sum = 0.0;
+    for (double s : partial) sum += s;  // fixed order: independent of the thread count
+    return {sum, d_mu, d_xx, d_xy};
+}
+
+// scale * d(sum of the map)/dx, [P,H,W].
+Tensor ssim_bwd(const Tensor &x, const Tensor &y, const Tensor &taps, double c1, double c2,
+                bool valid, double scale, const Tensor &d_mu, const Tensor &d_xx, const Tensor &d_xy) {
+    auto a = ssim_args(x, y, taps, c1, c2, valid);
+    check(d_mu, "ssim d_mu", 3);
+    check(d_xx, "ssim d_xx", 3);
+    check(d_xy, "ssim d_xy", 3);
+    Tensor v_x = at::empty_like(x);
+    plr::ssim_bwd(a, static_cast<float>(scale), d_mu.data_ptr<float>(), d_xx.data_ptr<float>(),
+                  d_xy.data_ptr<float>(), v_x.data_ptr<float>());
+    return v_x;
+}
+
+}  // namespace
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     m.def("project_fwd", &project_fwd);
     m.def("project_bwd", &project_bwd);
@@ -287,4 +345,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     m.def("raster_bwd", &raster_bwd);
     m.def("sh_fwd", &sh_fwd);
     m.def("sh_bwd", &sh_bwd);
+    m.def("ssim_fwd", &ssim_fwd);
+    m.def("ssim_bwd", &ssim_bwd);
 }

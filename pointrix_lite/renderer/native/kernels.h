@@ -103,4 +103,24 @@ void sh_fwd(const ShArgs &a, float *colors);
 void sh_bwd(const ShArgs &a, const float *colors, const float *v_colors, float *v_coeffs,
             float *v_means, float *v_campos);
 
+// ---- SSIM loss (ssim.cpp) ----------------------------------------------------
+struct SsimArgs {
+    int64_t P;            // planes (batch x channels)
+    int H, W, K;          // plane size, window taps (odd)
+    const float *x, *y;   // [P,H,W]
+    const float *g;       // [K] normalised 1-D Gaussian taps
+    float C1, C2;
+    bool valid;           // true: only pixels whose window fits count (else zero padding)
+    int nthreads;
+};
+// Number of work items (size of ssim_fwd's partial_sums).
+int64_t ssim_items(const SsimArgs &a);
+// partial_sums [ssim_items]: SSIM-map sums per item (the map's mean is their
+// sum / count); d_mu, d_xx, d_xy [P,H,W] (nullable together): the map's
+// partial derivatives w.r.t. the blurred mu_x, E[x^2], E[xy] (0 outside valid).
+void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx, float *d_xy);
+// v_x [P,H,W] = scale * d(sum of the map)/dx.
+void ssim_bwd(const SsimArgs &a, float scale, const float *d_mu, const float *d_xx,
+              const float *d_xy, float *v_x);
+
 }  // namespace plr

@@ -1,0 +1,96 @@
+"""The C++ SSIM (``metrics/ssim_native.py``) against the torch reference ``ssim_map`` and its autograd."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pointrix_lite.metrics.ssim import ssim, ssim_map
+from tests.renderer.native_required import require_native
+
+require_native(allow_module_level=True)
+
+SHAPES = [(1, 160, 160, 3), (2, 37, 23, 3), (3, 16, 29, 1)]
+
+
+def _pair(shape: tuple, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A render-like image and a noisy, partly shifted ground truth (so SSIM is not ~1 or ~0)."""
+    g = torch.Generator().manual_seed(seed)
+    gt = torch.rand(shape, generator=g)
+    rgb = (gt.roll(1, dims=2) * 0.7 + 0.3 * torch.rand(shape, generator=g)).requires_grad_(True)
+    return rgb, gt
+
+
+def _reference(rgb: torch.Tensor, gt: torch.Tensor, padding: str) -> tuple[float, torch.Tensor]:
+    value = ssim_map(rgb, gt, padding).mean()
+    (grad,) = torch.autograd.grad(value, rgb)
+    return float(value.detach()), grad
+
+
+@pytest.mark.parametrize("padding", ["same", "valid"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_value_and_gradient_match_torch_autograd(shape, padding):
+    if padding == "valid" and min(shape[1:3]) < 11:
+        pytest.skip("valid padding needs 11x11")
+    rgb, gt = _pair(shape, seed=sum(shape))
+    ref_value, ref_grad = _reference(rgb, gt, padding)
+    value = ssim(rgb, gt, padding=padding, backend="native")
+    (grad,) = torch.autograd.grad(value, rgb)
+    assert abs(float(value.detach()) - ref_value) < 1e-5
+    assert grad.shape == rgb.shape
+    # gradients are ~1/(pixels); compare relative to the largest entry
+    scale = float(ref_grad.abs().max())
+    assert float((grad - ref_grad).abs().max()) < 1e-4 * scale
+    torch.testing.assert_close(grad, ref_grad, rtol=1e-3, atol=1e-5 * scale)
+
+
+def test_images_smaller_than_the_window_with_zero_padding():
+    rgb, gt = _pair((2, 5, 7, 3), seed=3)
+    ref_value, ref_grad = _reference(rgb, gt, "same")
+    value = ssim(rgb, gt, padding="same", backend="native")
+    (grad,) = torch.autograd.grad(value, rgb)
+    assert abs(float(value.detach()) - ref_value) < 1e-5
+    torch.testing.assert_close(grad, ref_grad, rtol=1e-3, atol=1e-9)
+
+
+def test_loss_gradient_chain_with_upstream_factor():
+    """The incoming gradient (here the loss weight) scales the result as autograd would."""
+    rgb, gt = _pair((1, 40, 33, 3), seed=5)
+    ref = 0.2 * (1.0 - ssim_map(rgb, gt, "same").mean())
+    (ref_grad,) = torch.autograd.grad(ref, rgb)
+    loss = 0.2 * (1.0 - ssim(rgb, gt, padding="same", backend="native"))
+    (grad,) = torch.autograd.grad(loss, rgb)
+    torch.testing.assert_close(grad, ref_grad, rtol=1e-3, atol=1e-5 * float(ref_grad.abs().max()))
+
+
+def test_one_and_two_threads_agree_bit_for_bit():
+    rgb, gt = _pair((2, 61, 47, 3), seed=7)
+    before = torch.get_num_threads()
+    results = []
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            value = ssim(rgb, gt, padding="same", backend="native")
+            (grad,) = torch.autograd.grad(value, rgb)
+            results.append((value, grad))
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(results[0][0], results[1][0])
+    assert torch.equal(results[0][1], results[1][1])
+
+
+def test_auto_uses_native_on_cpu_and_torch_when_gt_needs_a_gradient(monkeypatch):
+    from pointrix_lite.metrics import ssim_native
+
+    calls = []
+    real = ssim_native._SsimFunction.apply
+    monkeypatch.setattr(ssim_native._SsimFunction, "apply", lambda *a: calls.append(1) or real(*a))
+    rgb, gt = _pair((1, 20, 20, 3), seed=9)
+    ssim(rgb, gt, padding="same")
+    assert calls == [1]
+    gt.requires_grad_(True)
+    value = ssim(rgb, gt, padding="same")
+    assert calls == [1]  # torch path: the native backward gives no gradient for img2
+    (g_gt,) = torch.autograd.grad(value, gt)
+    assert float(g_gt.abs().sum()) > 0
+    assert float(ssim(rgb, gt, padding="same", backend="torch").detach()) == pytest.approx(float(value.detach()), abs=1e-6)
