@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common.h"
 #include "kernels.h"
 #include "pool.h"
 
@@ -34,6 +35,51 @@ inline Rect tile_rect(const BinArgs &a, int64_t idx) {
 
 inline bool visible(const BinArgs &a, int64_t idx) {
     return a.radii[2 * idx] > 0 && a.radii[2 * idx + 1] > 0;
+}
+
+// Exact tile test of one Gaussian: its radius box (gsplat's) over-covers, most
+// of all at the corners and for thin rotated ellipses; keep a tile only if the
+// alpha can reach 1/255 at one of the tile's in-image pixel centres.
+struct TileCull {
+    float gx, gy;
+    Reach reach;
+    TileCull(const BinArgs &a, int64_t idx)
+        : gx(a.means2d[2 * idx]), gy(a.means2d[2 * idx + 1]),
+          reach(a.conics[3 * idx], a.conics[3 * idx + 1], a.conics[3 * idx + 2],
+                reach_level(a.opacities[(idx / a.N) * a.opac_cam_stride + idx % a.N])) {}
+    bool hit(const BinArgs &a, int tx, int ty) const {
+        const int x0 = tx * a.tile_size, y0 = ty * a.tile_size;
+        const double xl = x0 + 0.5, xh = std::min(x0 + a.tile_size, a.width) - 0.5;
+        const double yl = y0 + 0.5, yh = std::min(y0 + a.tile_size, a.height) - 0.5;
+        return reach.rect(gx - xh, gx - xl, gy - yh, gy - yl);
+    }
+};
+
+// Calls f(tile_x, tile_y) for every tile of Gaussian idx's box that it can
+// reach. bin_count records the answers of boxes up to 64 tiles in hit_masks
+// (bit (y - y0) * box width + (x - x0)), so bin_fill's two passes reuse them.
+template <class F>
+inline void for_each_hit(const BinArgs &a, int64_t idx, bool record, F &&f) {
+    const Rect r = tile_rect(a, idx);
+    const int bw = r.x1 - r.x0, bh = r.y1 - r.y0;
+    if (bw <= 0 || bh <= 0) return;
+    const bool cached = bw * bh <= 64;
+    if (cached && !record) {
+        for (uint64_t m = a.hit_masks[idx]; m; m &= m - 1) {
+            const int bit = __builtin_ctzll(m);
+            f(r.x0 + bit % bw, r.y0 + bit / bw);
+        }
+        return;
+    }
+    const TileCull tc(a, idx);
+    uint64_t m = 0;
+    for (int y = r.y0; y < r.y1; ++y)
+        for (int x = r.x0; x < r.x1; ++x)
+            if (tc.hit(a, x, y)) {
+                if (cached) m |= uint64_t{1} << ((y - r.y0) * bw + (x - r.x0));
+                f(x, y);
+            }
+    if (record && cached) a.hit_masks[idx] = m;
 }
 
 // Stable LSD radix sort of (float-bits key, id) pairs: equal depths keep index
@@ -65,10 +111,7 @@ int64_t bin_count(const BinArgs &a, int32_t *gauss_offsets) {
     parallel_chunks(total, 8192, a.nthreads, [&](int64_t begin, int64_t end) {
     for (int64_t idx = begin; idx < end; ++idx) {
         int32_t n = 0;
-        if (visible(a, idx)) {
-            Rect r = tile_rect(a, idx);
-            n = (r.x1 - r.x0) * (r.y1 - r.y0);
-        }
+        if (visible(a, idx)) for_each_hit(a, idx, true, [&](int, int) { ++n; });
         gauss_offsets[idx + 1] = n;
     }
     });
@@ -114,9 +157,7 @@ void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offs
         for (int64_t s = chunk_begin(k); s < chunk_begin(k + 1); ++s) {
             const int64_t idx = seq[s];
             const int64_t base = (idx / N) * tiles;
-            Rect r = tile_rect(a, idx);
-            for (int y = r.y0; y < r.y1; ++y)
-                for (int x = r.x0; x < r.x1; ++x) ++cnt[base + y * a.tile_w + x];
+            for_each_hit(a, idx, false, [&](int x, int y) { ++cnt[base + y * a.tile_w + x]; });
         }
     }; });
     // exclusive scan over (tile, chunk) turns counts into write cursors
@@ -137,13 +178,11 @@ void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offs
             const int64_t idx = seq[s];
             const int64_t base = (idx / N) * tiles;
             int32_t slot = gauss_offsets[idx];
-            Rect r = tile_rect(a, idx);
-            for (int y = r.y0; y < r.y1; ++y)
-                for (int x = r.x0; x < r.x1; ++x) {
-                    int32_t pos = cur[base + y * a.tile_w + x]++;
-                    flatten_ids[pos] = static_cast<int32_t>(idx);
-                    pos_by_gauss[slot++] = pos;
-                }
+            for_each_hit(a, idx, false, [&](int x, int y) {
+                int32_t pos = cur[base + y * a.tile_w + x]++;
+                flatten_ids[pos] = static_cast<int32_t>(idx);
+                pos_by_gauss[slot++] = pos;
+            });
         }
     }; });
 }

@@ -5,6 +5,8 @@
 // alphas. Define PLR_SCALAR to compile without vector extensions.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "common.h"
@@ -93,6 +95,32 @@ static inline vf row_sigma(const RowGauss &g, float dy) {
     return fmadd(g.bdx, dy, g.half_adx2 + g.half_c * dy * dy);
 }
 
+// Rows (bit r: tile-local row r, r < rows) in which a Gaussian's alpha can
+// reach 1/255 at some pixel centre of columns with offsets dx in [dxl, dxh]:
+// Reach::row for all 16 rows at once, in float. The minimum of sigma over a
+// row's segment sits at the clamped stationary point dx = nb_a dy (nb_a =
+// -b/a); the allowance (2 kReachSlack of the term magnitudes) covers both this
+// evaluation's rounding and the pixel loop's. level = +inf and nb_a = 0 mark a
+// conic that is not positive definite (every row).
+static inline uint32_t reach_rows(float gy, float a, float b, float c, float level, float nb_a, float dxl,
+                                  float dxh, float tile_y0, int rows) {
+    vf iota;
+    for (int j = 0; j < kLanes; ++j) iota[j] = static_cast<float>(j);
+    const vf dy = gy - (iota + (tile_y0 + 0.5f));
+    vf dx = nb_a * dy;
+    dx = sel(dx < dxl, splat(dxl), dx);
+    dx = sel(dx > dxh, splat(dxh), dx);
+    const vf sigma = 0.5f * (a * dx * dx + c * dy * dy) + b * dx * dy;
+    const float X = std::max(std::fabs(dxl), std::fabs(dxh));
+    const float Y = std::max(std::fabs(dy[0]), std::fabs(dy[rows - 1]));
+    const float lim = level + static_cast<float>(2 * kReachSlack) *
+                                  (0.5f * (std::fabs(a) * X * X + std::fabs(c) * Y * Y) + std::fabs(b) * X * Y);
+    const vi hit = (sigma <= lim) & (__builtin_convertvector(iota, vi) < rows);
+    uint32_t m = 0;
+    for (int j = 0; j < kLanes; ++j) m |= (hit[j] ? 1u : 0u) << j;
+    return m;
+}
+
 typedef float vf8 __attribute__((vector_size(32)));
 typedef float vf4 __attribute__((vector_size(16)));
 
@@ -110,11 +138,15 @@ __attribute__((always_inline)) static inline float hsum(vf v) {
 }
 
 static inline bool any(vi m) {
+#if defined(__AVX512F__)
+    return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0;
+#else
     int32_t s[kLanes];
     __builtin_memcpy(s, &m, sizeof(s));
     int32_t acc = 0;
     for (int i = 0; i < kLanes; ++i) acc |= s[i];
     return acc != 0;
+#endif
 }
 
 static inline int count(vi m) {
