@@ -49,8 +49,8 @@ struct TileCull {
                 reach_level(a.opacities[(idx / a.N) * a.opac_cam_stride + idx % a.N])) {}
     bool hit(const BinArgs &a, int tx, int ty) const {
         const int x0 = tx * a.tile_size, y0 = ty * a.tile_size;
-        const double xl = x0 + 0.5, xh = std::min(x0 + a.tile_size, a.width) - 0.5;
-        const double yl = y0 + 0.5, yh = std::min(y0 + a.tile_size, a.height) - 0.5;
+        const float xl = x0 + 0.5f, xh = std::min(x0 + a.tile_size, a.width) - 0.5f;
+        const float yl = y0 + 0.5f, yh = std::min(y0 + a.tile_size, a.height) - 0.5f;
         return reach.rect(gx - xh, gx - xl, gy - yh, gy - yl);
     }
 };
@@ -65,17 +65,21 @@ inline void for_each_hit(const BinArgs &a, int64_t idx, bool record, F &&f) {
     if (bw <= 0 || bh <= 0) return;
     const bool cached = bw * bh <= 64;
     if (cached && !record) {
-        for (uint64_t m = a.hit_masks[idx]; m; m &= m - 1) {
-            const int bit = __builtin_ctzll(m);
-            f(r.x0 + bit % bw, r.y0 + bit / bw);
-        }
+        const uint64_t m = a.hit_masks[idx], row_bits = bw < 64 ? (uint64_t{1} << bw) - 1 : ~uint64_t{0};
+        for (int y = 0; y < bh; ++y)  // row by row: no integer division per hit
+            for (uint64_t row = (m >> (y * bw)) & row_bits; row; row &= row - 1)
+                f(r.x0 + __builtin_ctzll(row), r.y0 + y);
         return;
     }
+    // A box one tile wide or high has no corners: the (convex, connected)
+    // ellipse spans it end to end, so testing would rarely drop a tile there;
+    // keeping them all is safe and saves most tests for small Gaussians.
+    const bool test = bw > 1 && bh > 1;
     const TileCull tc(a, idx);
     uint64_t m = 0;
     for (int y = r.y0; y < r.y1; ++y)
         for (int x = r.x0; x < r.x1; ++x)
-            if (tc.hit(a, x, y)) {
+            if (!test || tc.hit(a, x, y)) {
                 if (cached) m |= uint64_t{1} << ((y - r.y0) * bw + (x - r.x0));
                 f(x, y);
             }

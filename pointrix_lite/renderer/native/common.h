@@ -74,8 +74,8 @@ static inline void alpha_half_extents(float a, float b, float c, float opac, flo
         return;
     }
     // Reach's float allowance at the ellipse's extreme points is at most
-    // 4 kReachSlack level' ac / det: solve level' = level + that allowance
-    const float grow = 1.f - static_cast<float>(4 * kReachSlack) * (a * c / det);
+    // 8 kReachSlack level' ac / det: solve level' = level + that allowance
+    const float grow = 1.f - static_cast<float>(8 * kReachSlack) * (a * c / det);
     if (!(grow > 0.5f)) {
         *half_w = *half_h = INFINITY;
         return;
@@ -90,20 +90,22 @@ static inline void alpha_half_extents(float a, float b, float c, float opac, flo
 // centre offsets dx = x - px, dy = y - py? sigma is convex, so its minimum over
 // a rectangle is 0 when the centre lies inside, else on an edge, at the clamped
 // stationary point of the free coordinate (the AccuTile / Speedy-Splat test).
-// Evaluated in double. The pixel loops evaluate sigma in float, where
-// cancellation between the terms (thin rotated ellipses) costs up to a few ulp
-// of the terms' magnitudes, not of sigma: the test allows kReachSlack (~300
-// ulp; the SIMD row test in simd.h runs in float itself) of the largest term sum in the rectangle on top of the level's slack, so a pair
-// is dropped only when no float evaluation can blend it. A conic that is not
-// positive definite keeps everything, as alpha_half_extents does.
+// The pixel loops evaluate sigma in float, where cancellation between the
+// terms (thin rotated ellipses) costs up to a few ulp of the terms' magnitudes,
+// not of sigma; this test runs in float too. It allows 2 kReachSlack (~600
+// ulp) of the largest term sum in the rectangle on top of the level's slack,
+// which covers both roundings, so a pair is dropped only when no float
+// evaluation can blend it. Evaluating a sigma at a slightly rounded stationary
+// point only raises it by a second-order amount. A conic that is not positive
+// definite keeps everything, as alpha_half_extents does.
 struct Reach {
-    double a, b, c, level, nb_a, nb_c;  // nb_a dy / nb_c dx: stationary dx / dy
-    int mode;                           // 0: reaches nothing, 1: everything, 2: test
+    float a, b, c, level, nb_a, nb_c;  // nb_a dy / nb_c dx: stationary dx / dy
+    int mode;                          // 0: reaches nothing, 1: everything, 2: test
     Reach(float a_, float b_, float c_, float level_) : a(a_), b(b_), c(c_), level(level_) {
-        nb_a = nb_c = 0.0;
-        if (!(level >= 0.0)) {
+        nb_a = nb_c = 0.f;
+        if (!(level >= 0.f)) {
             mode = 0;
-        } else if (!(a_ > 0.f) || !(c_ > 0.f) || !(a * c - b * b > 0.0)) {
+        } else if (!(a > 0.f) || !(c > 0.f) || !(a * c - b * b > 0.f)) {
             mode = 1;
         } else {
             mode = 2;
@@ -111,24 +113,26 @@ struct Reach {
             nb_c = -b / c;
         }
     }
-    double sigma(double dx, double dy) const { return 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy; }
-    static double clampd(double v, double lo, double hi) { return v < lo ? lo : (v > hi ? hi : v); }
+    float sigma(float dx, float dy) const { return 0.5f * (a * dx * dx + c * dy * dy) + b * dx * dy; }
+    static float clampf(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
     // level plus the float-evaluation allowance for |dx| <= X, |dy| <= Y
-    double bound(double X, double Y) const {
-        return level + kReachSlack * (0.5 * (std::fabs(a) * X * X + std::fabs(c) * Y * Y) + std::fabs(b) * X * Y);
+    float bound(float X, float Y) const {
+        return level + static_cast<float>(2 * kReachSlack) *
+                           (0.5f * (std::fabs(a) * X * X + std::fabs(c) * Y * Y) + std::fabs(b) * X * Y);
     }
     // the row segment dy, dx in [dxl, dxh]
-    bool row(double dy, double dxl, double dxh) const {
+    bool row(float dy, float dxl, float dxh) const {
         if (mode != 2) return mode == 1;
-        const double lim = bound(std::max(std::fabs(dxl), std::fabs(dxh)), std::fabs(dy));
-        return sigma(clampd(nb_a * dy, dxl, dxh), dy) <= lim;
+        const float lim = bound(std::max(std::fabs(dxl), std::fabs(dxh)), std::fabs(dy));
+        return sigma(clampf(nb_a * dy, dxl, dxh), dy) <= lim;
     }
-    bool rect(double dxl, double dxh, double dyl, double dyh) const {
+    bool rect(float dxl, float dxh, float dyl, float dyh) const {
         if (mode != 2) return mode == 1;
-        if (dxl <= 0.0 && dxh >= 0.0 && dyl <= 0.0 && dyh >= 0.0) return true;
-        const double lim = bound(std::max(std::fabs(dxl), std::fabs(dxh)), std::max(std::fabs(dyl), std::fabs(dyh)));
-        return sigma(clampd(nb_a * dyl, dxl, dxh), dyl) <= lim || sigma(clampd(nb_a * dyh, dxl, dxh), dyh) <= lim ||
-               sigma(dxl, clampd(nb_c * dxl, dyl, dyh)) <= lim || sigma(dxh, clampd(nb_c * dxh, dyl, dyh)) <= lim;
+        const float lim = bound(std::max(std::fabs(dxl), std::fabs(dxh)), std::max(std::fabs(dyl), std::fabs(dyh)));
+        // the point nearest the centre (sigma 0 when the centre is inside) decides most tiles
+        if (sigma(clampf(0.f, dxl, dxh), clampf(0.f, dyl, dyh)) <= lim) return true;
+        return (sigma(clampf(nb_a * dyl, dxl, dxh), dyl) <= lim) | (sigma(clampf(nb_a * dyh, dxl, dxh), dyh) <= lim) |
+               (sigma(dxl, clampf(nb_c * dxl, dyl, dyh)) <= lim) | (sigma(dxh, clampf(nb_c * dxh, dyl, dyh)) <= lim);
     }
 };
 

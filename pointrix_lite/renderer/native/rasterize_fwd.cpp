@@ -151,6 +151,7 @@ struct FwdWorkerVec {
         const int64_t n = ti.end - ti.begin;
         for (int64_t i = 0; i < n && n_live > 0; ++i) {
             const GaussRec g = recs[i];
+            if (g.lo > g.hi) continue;  // reaches no pixel of this tile
             const float *col = cols.data() + i * D;
             const RowGauss rg = row_gauss(g.x, g.a, g.b, g.c, px);
             const vi ii = splati(static_cast<int32_t>(i));

@@ -111,9 +111,9 @@ inline void gather_tile(const RasterArgs &a, const Packed *packed, const TileInf
         row_span(p.y, p.half_h, y0, ti.h, &r.lo, &r.hi);
         if (p.x + p.half_w < px_lo || p.x - p.half_w > px_hi) r.lo = 1, r.hi = 0;
         if (r.lo > r.hi) continue;
-        const double dxl = p.x - (ti.x0 + ti.w - 0.5), dxh = p.x - (ti.x0 + 0.5);
+        const float dxl = p.x - px_hi, dxh = p.x - px_lo;
         const Reach reach(p.a, p.b, p.c, p.level);
-        auto hit = [&](int row) { return reach.row(p.y - (ti.y0 + row + 0.5), dxl, dxh); };
+        auto hit = [&](int row) { return reach.row(p.y - (static_cast<float>(ti.y0 + row) + 0.5f), dxl, dxh); };
         while (r.lo <= r.hi && !hit(r.lo)) ++r.lo;
         while (r.hi >= r.lo && !hit(r.hi)) --r.hi;
     }
