@@ -43,10 +43,9 @@ inline bool visible(const BinArgs &a, int64_t idx) {
 struct TileCull {
     float gx, gy;
     Reach reach;
-    TileCull(const BinArgs &a, int64_t idx)
+    TileCull(const BinArgs &a, int64_t idx, float opac)
         : gx(a.means2d[2 * idx]), gy(a.means2d[2 * idx + 1]),
-          reach(a.conics[3 * idx], a.conics[3 * idx + 1], a.conics[3 * idx + 2],
-                reach_level(a.opacities[(idx / a.N) * a.opac_cam_stride + idx % a.N])) {}
+          reach(a.conics[3 * idx], a.conics[3 * idx + 1], a.conics[3 * idx + 2], reach_level(opac)) {}
     bool hit(const BinArgs &a, int tx, int ty) const {
         const int x0 = tx * a.tile_size, y0 = ty * a.tile_size;
         const float xl = x0 + 0.5f, xh = std::min(x0 + a.tile_size, a.width) - 0.5f;
@@ -58,8 +57,14 @@ struct TileCull {
 // Calls f(tile_x, tile_y) for every tile of Gaussian idx's box that it can
 // reach. bin_count records the answers of boxes up to 64 tiles in hit_masks
 // (bit (y - y0) * box width + (x - x0)), so bin_fill's two passes reuse them.
+inline float opacity(const BinArgs &a, int64_t idx) {
+    return a.opacities[(idx / a.N) * a.opac_cam_stride + idx % a.N];
+}
+
+// opac < 0: look the opacity up (two 64-bit divisions; bin_count, which walks
+// the Gaussians in order, passes it instead).
 template <class F>
-inline void for_each_hit(const BinArgs &a, int64_t idx, bool record, F &&f) {
+inline void for_each_hit(const BinArgs &a, int64_t idx, float opac, bool record, F &&f) {
     const Rect r = tile_rect(a, idx);
     const int bw = r.x1 - r.x0, bh = r.y1 - r.y0;
     if (bw <= 0 || bh <= 0) return;
@@ -75,7 +80,7 @@ inline void for_each_hit(const BinArgs &a, int64_t idx, bool record, F &&f) {
     // ellipse spans it end to end, so testing would rarely drop a tile there;
     // keeping them all is safe and saves most tests for small Gaussians.
     const bool test = bw > 1 && bh > 1;
-    const TileCull tc(a, idx);
+    const TileCull tc(a, idx, opac < 0.f ? opacity(a, idx) : opac);
     uint64_t m = 0;
     for (int y = r.y0; y < r.y1; ++y)
         for (int x = r.x0; x < r.x1; ++x)
@@ -113,9 +118,11 @@ int64_t bin_count(const BinArgs &a, int32_t *gauss_offsets) {
     const int64_t total = a.C * a.N;
     gauss_offsets[0] = 0;
     parallel_chunks(total, 8192, a.nthreads, [&](int64_t begin, int64_t end) {
-    for (int64_t idx = begin; idx < end; ++idx) {
+    int64_t c = begin / a.N, g = begin - c * a.N;
+    for (int64_t idx = begin; idx < end; ++idx, g = g + 1 == a.N ? (++c, 0) : g + 1) {
         int32_t n = 0;
-        if (visible(a, idx)) for_each_hit(a, idx, true, [&](int, int) { ++n; });
+        const float opac = a.opacities[c * a.opac_cam_stride + g];
+        if (visible(a, idx)) for_each_hit(a, idx, opac, true, [&](int, int) { ++n; });
         gauss_offsets[idx + 1] = n;
     }
     });
@@ -161,7 +168,7 @@ void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offs
         for (int64_t s = chunk_begin(k); s < chunk_begin(k + 1); ++s) {
             const int64_t idx = seq[s];
             const int64_t base = (idx / N) * tiles;
-            for_each_hit(a, idx, false, [&](int x, int y) { ++cnt[base + y * a.tile_w + x]; });
+            for_each_hit(a, idx, -1.f, false, [&](int x, int y) { ++cnt[base + y * a.tile_w + x]; });
         }
     }; });
     // exclusive scan over (tile, chunk) turns counts into write cursors
@@ -182,7 +189,7 @@ void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offs
             const int64_t idx = seq[s];
             const int64_t base = (idx / N) * tiles;
             int32_t slot = gauss_offsets[idx];
-            for_each_hit(a, idx, false, [&](int x, int y) {
+            for_each_hit(a, idx, -1.f, false, [&](int x, int y) {
                 int32_t pos = cur[base + y * a.tile_w + x]++;
                 flatten_ids[pos] = static_cast<int32_t>(idx);
                 pos_by_gauss[slot++] = pos;

@@ -49,14 +49,15 @@ inline std::vector<Packed> pack_gaussians(const RasterArgs &a) {
     const int64_t total = a.C * a.N;
     std::vector<Packed> out(total);
     parallel_chunks(total, 8192, a.nthreads, [&](int64_t begin, int64_t end) {
-    for (int64_t idx = begin; idx < end; ++idx) {
+    int64_t c = begin / a.N, g = begin - c * a.N;  // no 64-bit division per Gaussian
+    for (int64_t idx = begin; idx < end; ++idx, g = g + 1 == a.N ? (++c, 0) : g + 1) {
         Packed &p = out[idx];
         p.x = a.means2d[2 * idx];
         p.y = a.means2d[2 * idx + 1];
         p.a = a.conics[3 * idx];
         p.b = a.conics[3 * idx + 1];
         p.c = a.conics[3 * idx + 2];
-        p.o = a.opacities[(idx / a.N) * a.opac_cam_stride + idx % a.N];
+        p.o = a.opacities[c * a.opac_cam_stride + g];
         alpha_half_extents(p.a, p.b, p.c, p.o, &p.half_w, &p.half_h);
         p.level = reach_level(p.o);
         p.nb_a = -p.b / p.a;
