@@ -10,6 +10,7 @@
 #include "common.h"
 #include "kernels.h"
 #include "pool.h"
+#include "simd.h"
 
 namespace plr {
 namespace {
@@ -81,6 +82,16 @@ inline void for_each_hit(const BinArgs &a, int64_t idx, float opac, bool record,
     // keeping them all is safe and saves most tests for small Gaussians.
     const bool test = bw > 1 && bh > 1;
     const TileCull tc(a, idx, opac < 0.f ? opacity(a, idx) : opac);
+#ifdef PLR_HAVE_VEC
+    if (test && bw * bh <= kLanes) {  // the common case: all tiles in one vector
+        const uint64_t m = reach_tiles(tc.reach, tc.gx, tc.gy, r.x0, r.y0, bw, bh, a.tile_size, a.width, a.height);
+        if (record) a.hit_masks[idx] = m;
+        for (int y = 0; y < bh; ++y)
+            for (uint64_t row = (m >> (y * bw)) & ((uint64_t{1} << bw) - 1); row; row &= row - 1)
+                f(r.x0 + __builtin_ctzll(row), r.y0 + y);
+        return;
+    }
+#endif
     uint64_t m = 0;
     for (int y = r.y0; y < r.y1; ++y)
         for (int x = r.x0; x < r.x1; ++x)
