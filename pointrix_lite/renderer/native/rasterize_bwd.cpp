@@ -325,6 +325,7 @@ void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_i
         run_d<0>(a, T_final, v_colors_px, v_alphas_px, last_ids, contrib, rows.get(), K, absgrad);
 
     const int64_t total = a.C * a.N;
+    const int32_t total_isects = static_cast<int32_t>(n_isects);
     parallel_chunks(total, 4096, a.nthreads, [&](int64_t begin, int64_t end) {
     for (int64_t idx = begin; idx < end; ++idx) {
         float s[kColor + 2 + 64];
@@ -335,7 +336,13 @@ void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_i
             acc = big.data();
         }
         for (int q = 0; q < K; ++q) acc[q] = 0.f;
-        for (int32_t e = gauss_offsets[idx]; e < gauss_offsets[idx + 1]; ++e) {
+        const int32_t e_end = gauss_offsets[idx + 1];
+        for (int32_t e = gauss_offsets[idx]; e < e_end; ++e) {
+            // rows lie in tile order, read here in Gaussian order: request a few ahead
+            if (e + 6 < total_isects) {
+                __builtin_prefetch(contrib + pos_by_gauss[e + 6]);
+                __builtin_prefetch(rows.get() + static_cast<int64_t>(pos_by_gauss[e + 6]) * K);
+            }
             if (contrib[pos_by_gauss[e]] == 0) continue;  // an all-zero row: skipping it changes no bit
             const float *row = rows.get() + static_cast<int64_t>(pos_by_gauss[e]) * K;
             for (int q = 0; q < K; ++q) acc[q] += row[q];
