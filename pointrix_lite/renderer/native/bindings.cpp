@@ -125,8 +125,8 @@ std::vector<Tensor> bin_tiles(const Tensor &means2d, const Tensor &radii, const 
     a.conics = conics.data_ptr<float>();
     a.opacities = opacities.data_ptr<float>();
     a.opac_cam_stride = opacities.stride(0);
-    std::vector<uint64_t> hit_masks(a.C * a.N);
-    a.hit_masks = hit_masks.data();
+    std::vector<plr::BoxHits> boxes(a.C * a.N);
+    a.boxes = boxes.data();
     a.width = static_cast<int>(width);
     a.height = static_cast<int>(height);
     a.tile_size = static_cast<int>(tile_size);

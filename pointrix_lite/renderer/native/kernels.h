@@ -32,6 +32,13 @@ void project_bwd(const ProjectArgs &a, const int32_t *radii, const float *conics
                  const float *v_conics, const float *v_compensations /* nullable */,
                  float *v_means, float *v_quats, float *v_scales, float *v_viewmats);
 
+// A Gaussian's radius box in tiles and which of its tiles it reaches (bit
+// (y - y0) * bw + (x - x0); boxes over 64 tiles are re-tested instead).
+struct BoxHits {
+    int32_t x0, y0, bw, bh;
+    uint64_t mask;
+};
+
 // Tile binning: per image, visible Gaussians in front-to-back depth order
 // (ties by index), appended to every tile their radius box touches and their
 // alpha can reach 1/255 in at some pixel centre (common.h Reach).
@@ -43,7 +50,7 @@ struct BinArgs {
     const float *conics;     // [C,N,3]
     const float *opacities;  // [C,N], camera stride opac_cam_stride (0: shared)
     int64_t opac_cam_stride;
-    uint64_t *hit_masks;     // [C*N] scratch written by bin_count, read by bin_fill
+    struct BoxHits *boxes;   // [C*N] scratch written by bin_count, read by bin_fill
     int width, height, tile_size, tile_w, tile_h;
     int nthreads;
 };
