@@ -82,21 +82,21 @@ class RasterizePixels(torch.autograd.Function):
     ) -> tuple[Tensor, Tensor]:  # fmt: skip
         tile_offsets, flatten_ids = bins[0], bins[1]
         bg = _EMPTY if backgrounds is None else backgrounds
-        out_c, out_a, T_final, last_ids, n_evals = _ext().raster_fwd(
+        out_c, out_a, T_final, last_ids, contrib, n_evals = _ext().raster_fwd(
             means2d, conics, colors, opacities, bg, width, height, tile_size, tile_offsets, flatten_ids
         )
         stats["n_evaluations"] = n_evals
-        ctx.save_for_backward(means2d, conics, colors, opacities, bg, *bins, T_final, last_ids)
+        ctx.save_for_backward(means2d, conics, colors, opacities, bg, *bins, T_final, last_ids, contrib)
         ctx.args = (width, height, tile_size, absgrad)
         return out_c, out_a
 
     @staticmethod
     def backward(ctx: Any, v_colors: Tensor, v_alphas: Tensor) -> tuple[Optional[Tensor], ...]:  # type: ignore[override]
-        means2d, conics, colors, opacities, bg, t_off, f_ids, g_off, pos, T_final, last_ids = ctx.saved_tensors
+        means2d, conics, colors, opacities, bg, t_off, f_ids, g_off, pos, T_final, last_ids, contrib = ctx.saved_tensors
         width, height, tile_size, absgrad = ctx.args
         v_m2d, v_con, v_col, v_op, v_abs = _ext().raster_bwd(
             means2d, conics, colors, opacities, bg, width, height, tile_size, t_off, f_ids, g_off, pos,
-            T_final, last_ids, v_colors.float(), v_alphas.float(), absgrad,  # strided reads, no copy
+            T_final, last_ids, contrib, v_colors.float(), v_alphas.float(), absgrad,  # strided reads, no copy
         )  # fmt: skip
         if absgrad:
             means2d.absgrad = v_abs  # read by densification, as gsplat does

@@ -59,7 +59,8 @@ def rasterization_native(
         render_colors [C, H, W, D'], render_alphas [C, H, W, 1], meta with ``means2d`` [C, N, 2]
         (non-leaf, call ``retain_grad()``), ``radii`` [C, N, 2] int32, ``depths`` [C, N], ``conics``
         [C, N, 3], ``opacities`` [C, N], ``compensations`` [C, N] or None,
-        ``tiles_per_gauss`` [C, N], ``tile_width``, ``tile_height``, ``width``, ``height``,
+        ``tiles_per_gauss`` [C, N] (tiles the Gaussian was binned into: those of its radius box
+        where its alpha can reach 1/255), ``tile_width``, ``tile_height``, ``width``, ``height``,
         ``n_cameras``, ``tile_size`` and ``n_evaluations`` (Gaussian-pixel alpha evaluations the
         forward performed).
         Inputs of any float dtype are computed in float32; outputs are float32.
@@ -107,7 +108,9 @@ def rasterization_native(
 
     if feats.stride(2) != 1 or feats.stride(1) != feats.shape[2]:
         feats = feats.contiguous()  # the kernel reads [N, D] rows; camera stride may be 0
-    bins = tuple(load_extension().bin_tiles(means2d.detach(), radii, depths.detach(), width, height, tile_size))
+    bins = tuple(load_extension().bin_tiles(
+        means2d.detach(), radii, depths.detach(), conics.detach(), opac.detach(), width, height, tile_size
+    ))
     stats: dict = {}
     render_colors, render_alphas = RasterizePixels.apply(
         means2d, conics, feats, opac, bg, bins, width, height, tile_size, absgrad, stats

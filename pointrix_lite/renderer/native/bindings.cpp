@@ -105,9 +105,14 @@ std::vector<Tensor> project_bwd(const Tensor &means, const Tensor &quats, const 
 
 // Returns tile_offsets [C*tiles+1], flatten_ids [n], gauss_offsets [C*N+1], pos_by_gauss [n].
 std::vector<Tensor> bin_tiles(const Tensor &means2d, const Tensor &radii, const Tensor &depths,
-                              int64_t width, int64_t height, int64_t tile_size) {
+                              const Tensor &conics, const Tensor &opacities, int64_t width,
+                              int64_t height, int64_t tile_size) {
     check(means2d, "means2d", 3);
     check(depths, "depths", 2);
+    check(conics, "conics", 3);
+    TORCH_CHECK(opacities.dim() == 2 && opacities.scalar_type() == at::kFloat &&
+                    opacities.stride(1) == 1,
+                "opacities must be float32 [C,N] with contiguous rows");
     check_i32(radii, "radii");
     TORCH_CHECK(tile_size > 0, "tile_size must be positive");
     plr::BinArgs a;
@@ -117,6 +122,11 @@ std::vector<Tensor> bin_tiles(const Tensor &means2d, const Tensor &radii, const 
     a.means2d = means2d.data_ptr<float>();
     a.radii = radii.data_ptr<int32_t>();
     a.depths = depths.data_ptr<float>();
+    a.conics = conics.data_ptr<float>();
+    a.opacities = opacities.data_ptr<float>();
+    a.opac_cam_stride = opacities.stride(0);
+    std::vector<plr::BoxHits> boxes(a.C * a.N);
+    a.boxes = boxes.data();
     a.width = static_cast<int>(width);
     a.height = static_cast<int>(height);
     a.tile_size = static_cast<int>(tile_size);
@@ -178,8 +188,9 @@ plr::RasterArgs raster_args(const Tensor &means2d, const Tensor &conics, const T
     return a;
 }
 
-// Returns colors [C,H,W,D], alphas [C,H,W,1], T_final [C,H,W], last_ids [C,H,W], n_evals.
-std::tuple<Tensor, Tensor, Tensor, Tensor, int64_t> raster_fwd(
+// Returns colors [C,H,W,D], alphas [C,H,W,1], T_final [C,H,W], last_ids [C,H,W],
+// contrib [n_isects] (rows each intersection was blended in), n_evals.
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, int64_t> raster_fwd(
     const Tensor &means2d, const Tensor &conics, const Tensor &colors, const Tensor &opacities,
     const Tensor &backgrounds, int64_t width, int64_t height, int64_t tile_size,
     const Tensor &tile_offsets, const Tensor &flatten_ids) {
@@ -190,9 +201,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, int64_t> raster_fwd(
     Tensor out_a = at::empty({a.C, height, width, 1}, f);
     Tensor out_T = at::empty({a.C, height, width}, f);
     Tensor last = at::empty({a.C, height, width}, f.dtype(at::kInt));
+    Tensor contrib = at::empty({flatten_ids.numel()}, f.dtype(at::kInt));
     int64_t evals = plr::raster_fwd(a, out_c.data_ptr<float>(), out_a.data_ptr<float>(),
-                                    out_T.data_ptr<float>(), last.data_ptr<int32_t>());
-    return {out_c, out_a, out_T, last, evals};
+                                    out_T.data_ptr<float>(), last.data_ptr<int32_t>(),
+                                    contrib.data_ptr<int32_t>());
+    return {out_c, out_a, out_T, last, contrib, evals};
 }
 
 // Returns v_means2d [C,N,2], v_conics [C,N,3], v_colors [C,N,D], v_opacities [C,N],
@@ -202,13 +215,16 @@ std::vector<Tensor> raster_bwd(const Tensor &means2d, const Tensor &conics, cons
                                int64_t height, int64_t tile_size, const Tensor &tile_offsets,
                                const Tensor &flatten_ids, const Tensor &gauss_offsets,
                                const Tensor &pos_by_gauss, const Tensor &T_final,
-                               const Tensor &last_ids, const Tensor &v_colors_px,
+                               const Tensor &last_ids, const Tensor &contrib,
+                               const Tensor &v_colors_px,
                                const Tensor &v_alphas_px, bool absgrad) {
     auto a = raster_args(means2d, conics, colors, opacities, backgrounds, width, height, tile_size,
                          tile_offsets, flatten_ids);
     check_i32(gauss_offsets, "gauss_offsets");
     check_i32(pos_by_gauss, "pos_by_gauss");
     check_i32(last_ids, "last_ids");
+    check_i32(contrib, "contrib");
+    TORCH_CHECK(contrib.numel() == flatten_ids.numel(), "contrib must have one entry per intersection");
     check(T_final, "T_final", 3);
     TORCH_CHECK(v_colors_px.scalar_type() == at::kFloat && v_colors_px.dim() == 4 &&
                     v_alphas_px.scalar_type() == at::kFloat && v_alphas_px.dim() == 4,
@@ -221,7 +237,7 @@ std::vector<Tensor> raster_bwd(const Tensor &means2d, const Tensor &conics, cons
     Tensor v_colors = at::empty({a.C, a.N, a.D}, f);
     Tensor v_opac = at::empty({a.C, a.N}, f);
     Tensor v_abs = absgrad ? at::empty({a.C, a.N, 2}, f) : at::empty({0}, f);
-    plr::raster_bwd(a, T_final.data_ptr<float>(), last_ids.data_ptr<int32_t>(),
+    plr::raster_bwd(a, T_final.data_ptr<float>(), last_ids.data_ptr<int32_t>(), contrib.data_ptr<int32_t>(),
                     v_colors_px.data_ptr<float>(), v_alphas_px.data_ptr<float>(),
                     gauss_offsets.data_ptr<int32_t>(), pos_by_gauss.data_ptr<int32_t>(),
                     v_means2d.data_ptr<float>(), v_conics.data_ptr<float>(),

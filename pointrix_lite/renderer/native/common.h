@@ -2,6 +2,7 @@
 // translation units compile in seconds, only bindings.cpp pulls in libtorch).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -42,12 +43,24 @@ static inline float gauss_sigma(float a, float b, float c, float dx, float dy) {
     return 0.5f * (a * dx * dx + c * dy * dy) + b * dx * dy;
 }
 
+// The sigma level up to which a Gaussian of opacity o can reach alpha 1/255
+// (o exp(-sigma) >= 1/255 <=> sigma <= ln(255 o)), with 5% + 0.05 slack for
+// the float rounding of exp, of the product and of ln itself. Negative: no
+// pixel can see the Gaussian (it also fails at sigma = 0).
+static inline float reach_level(float opac) {
+    return std::log(opac * 255.f) * 1.05f + 0.05f;
+}
+
+// Float-evaluation allowance of the culling tests, relative to the sum of the
+// magnitudes of sigma's terms (see Reach).
+constexpr double kReachSlack = 2e-5;
+
 // Half-extents of the region where a Gaussian's alpha can reach 1/255: the
-// ellipse sigma <= ln(255 o) reaches sqrt(2 ln(255 o) cov_ii) along axis i,
-// with cov = conic^-1 (cov_xx = c / det, cov_yy = a / det). The 5% + 0.05
-// slack covers float rounding of sigma for elongated Gaussians, so skipping
-// pixels outside never changes one. Both are -1 when no pixel can see the
-// Gaussian and +inf for a degenerate conic (keep every pixel).
+// ellipse sigma <= level (plus Reach's float allowance) reaches sqrt(2 level cov_ii) along axis i, with
+// cov = conic^-1 (cov_xx = c / det, cov_yy = a / det). Skipping pixels
+// outside never changes one (Reach below trims further, exactly). Both are -1
+// when no pixel can see the Gaussian and +inf for a degenerate conic (keep
+// every pixel).
 static inline void alpha_half_extents(float a, float b, float c, float opac, float *half_w,
                                       float *half_h) {
     float det = a * c - b * b;
@@ -55,15 +68,73 @@ static inline void alpha_half_extents(float a, float b, float c, float opac, flo
         *half_w = *half_h = INFINITY;
         return;
     }
-    float level = std::log(opac * 255.f);
+    float level = reach_level(opac);
     if (level < 0.f) {
         *half_w = *half_h = -1.f;
         return;
     }
-    float s = 2.f * (level * 1.05f + 0.05f) / det;
+    // Reach's float allowance at the ellipse's extreme points is at most
+    // 8 kReachSlack level' ac / det: solve level' = level + that allowance
+    const float grow = 1.f - static_cast<float>(8 * kReachSlack) * (a * c / det);
+    if (!(grow > 0.5f)) {
+        *half_w = *half_h = INFINITY;
+        return;
+    }
+    float s = 2.f * (level / grow) / det;
     *half_w = std::sqrt(s * c) + 0.01f;
     *half_h = std::sqrt(s * a) + 0.01f;
 }
+
+// Exact culling: can sigma(dx, dy) = 0.5 a dx^2 + b dx dy + 0.5 c dy^2 reach
+// reach_level() somewhere in a rectangle (or row segment) of Gaussian-to-pixel-
+// centre offsets dx = x - px, dy = y - py? sigma is convex, so its minimum over
+// a rectangle is 0 when the centre lies inside, else on an edge, at the clamped
+// stationary point of the free coordinate (the AccuTile / Speedy-Splat test).
+// The pixel loops evaluate sigma in float, where cancellation between the
+// terms (thin rotated ellipses) costs up to a few ulp of the terms' magnitudes,
+// not of sigma; this test runs in float too. It allows 2 kReachSlack (~600
+// ulp) of the largest term sum in the rectangle on top of the level's slack,
+// which covers both roundings, so a pair is dropped only when no float
+// evaluation can blend it. Evaluating a sigma at a slightly rounded stationary
+// point only raises it by a second-order amount. A conic that is not positive
+// definite keeps everything, as alpha_half_extents does.
+struct Reach {
+    float a, b, c, level, nb_a, nb_c;  // nb_a dy / nb_c dx: stationary dx / dy
+    int mode;                          // 0: reaches nothing, 1: everything, 2: test
+    Reach(float a_, float b_, float c_, float level_) : a(a_), b(b_), c(c_), level(level_) {
+        nb_a = nb_c = 0.f;
+        if (!(level >= 0.f)) {
+            mode = 0;
+        } else if (!(a > 0.f) || !(c > 0.f) || !(a * c - b * b > 0.f)) {
+            mode = 1;
+        } else {
+            mode = 2;
+            nb_a = -b / a;
+            nb_c = -b / c;
+        }
+    }
+    float sigma(float dx, float dy) const { return 0.5f * (a * dx * dx + c * dy * dy) + b * dx * dy; }
+    static float clampf(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
+    // level plus the float-evaluation allowance for |dx| <= X, |dy| <= Y
+    float bound(float X, float Y) const {
+        return level + static_cast<float>(2 * kReachSlack) *
+                           (0.5f * (std::fabs(a) * X * X + std::fabs(c) * Y * Y) + std::fabs(b) * X * Y);
+    }
+    // the row segment dy, dx in [dxl, dxh]
+    bool row(float dy, float dxl, float dxh) const {
+        if (mode != 2) return mode == 1;
+        const float lim = bound(std::max(std::fabs(dxl), std::fabs(dxh)), std::fabs(dy));
+        return sigma(clampf(nb_a * dy, dxl, dxh), dy) <= lim;
+    }
+    bool rect(float dxl, float dxh, float dyl, float dyh) const {
+        if (mode != 2) return mode == 1;
+        const float lim = bound(std::max(std::fabs(dxl), std::fabs(dxh)), std::max(std::fabs(dyl), std::fabs(dyh)));
+        // the point nearest the centre (sigma 0 when the centre is inside) decides most tiles
+        if (sigma(clampf(0.f, dxl, dxh), clampf(0.f, dyl, dyh)) <= lim) return true;
+        return (sigma(clampf(nb_a * dyl, dxl, dxh), dyl) <= lim) | (sigma(clampf(nb_a * dyh, dxl, dxh), dyh) <= lim) |
+               (sigma(dxl, clampf(nb_c * dxl, dyl, dyh)) <= lim) | (sigma(dxh, clampf(nb_c * dxh, dyl, dyh)) <= lim);
+    }
+};
 
 // Tile-local rows [lo, hi] (inclusive) within half of centre my; lo > hi: none.
 static inline void row_span(float my, float half, float tile_y0, int tile_rows, int *lo, int *hi) {

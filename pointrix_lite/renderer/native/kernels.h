@@ -32,13 +32,25 @@ void project_bwd(const ProjectArgs &a, const int32_t *radii, const float *conics
                  const float *v_conics, const float *v_compensations /* nullable */,
                  float *v_means, float *v_quats, float *v_scales, float *v_viewmats);
 
+// A Gaussian's radius box in tiles and which of its tiles it reaches (bit
+// (y - y0) * bw + (x - x0); boxes over 64 tiles are re-tested instead).
+struct BoxHits {
+    int32_t x0, y0, bw, bh;
+    uint64_t mask;
+};
+
 // Tile binning: per image, visible Gaussians in front-to-back depth order
-// (ties by index), appended to every tile their radius box touches.
+// (ties by index), appended to every tile their radius box touches and their
+// alpha can reach 1/255 in at some pixel centre (common.h Reach).
 struct BinArgs {
     int64_t C, N;
-    const float *means2d;  // [C,N,2]
-    const int32_t *radii;  // [C,N,2]
-    const float *depths;   // [C,N]
+    const float *means2d;    // [C,N,2]
+    const int32_t *radii;    // [C,N,2]
+    const float *depths;     // [C,N]
+    const float *conics;     // [C,N,3]
+    const float *opacities;  // [C,N], camera stride opac_cam_stride (0: shared)
+    int64_t opac_cam_stride;
+    struct BoxHits *boxes;   // [C*N] scratch written by bin_count, read by bin_fill
     int width, height, tile_size, tile_w, tile_h;
     int nthreads;
 };
@@ -73,14 +85,17 @@ struct RasterArgs {
     int64_t v_alphas_stride[3] = {0, 0, 0};
 };
 
-// Returns the number of (Gaussian, pixel) evaluations performed.
+// Returns the number of (Gaussian, pixel) evaluations performed. contrib
+// [n_isects]: bit r of an intersection's entry says the Gaussian was blended
+// into some pixel of the tile's row r (tile size 16, the SIMD path), so the
+// backward visits only those (Gaussian, row) pairs; other tile sizes write -1.
 int64_t raster_fwd(const RasterArgs &a, float *out_colors /*[C,H,W,D]*/,
                    float *out_alphas /*[C,H,W]*/, float *out_T /*[C,H,W]*/,
-                   int32_t *last_ids /*[C,H,W] tile-local, -1 none*/);
+                   int32_t *last_ids /*[C,H,W] tile-local, -1 none*/, int32_t *contrib);
 
 // Per-intersection gradients, reduced per Gaussian through pos_by_gauss.
 // Outputs are [C,N,...] and fully overwritten; v_means2d_abs nullable.
-void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_ids,
+void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_ids, const int32_t *contrib,
                 const float *v_colors_px /*[C,H,W,D] strided*/, const float *v_alphas_px /*[C,H,W,1] strided*/,
                 const int32_t *gauss_offsets, const int32_t *pos_by_gauss,
                 float *v_means2d, float *v_conics, float *v_colors, float *v_opacities,

@@ -5,6 +5,7 @@
 // Gaussian's rows in a fixed order, so there are no atomics and results do not
 // depend on the thread count.
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "simd.h"
@@ -77,7 +78,7 @@ struct BwdWorker {
             max_last = std::max(max_last, row_max[r]);
         }
         if (max_last < 0) return;
-        gather_tile(a, packed, ti, recs, cols);
+        gather_tile(a, packed, ti, recs, cols, Spans::kScalar);
         float px[TS_ ? TS_ : 1];
         std::vector<float> px_dyn(TS_ ? 0 : TS);
         float *pxs = TS_ ? px : px_dyn.data();
@@ -160,7 +161,7 @@ struct BwdWorkerVec {
     const RasterArgs &a;
     const Packed *packed;
     const float *T_final, *v_px, *va_px;
-    const int32_t *last_ids;
+    const int32_t *last_ids, *contrib;
     float *rows;
     const int K;
     const bool absgrad;
@@ -172,8 +173,9 @@ struct BwdWorkerVec {
     int32_t row_max[kLanes];
 
     BwdWorkerVec(const RasterArgs &a_, const Packed *pk, const float *tf, const float *vp, const float *vap,
-                 const int32_t *li, float *rw, int k, bool ag)
-        : a(a_), packed(pk), T_final(tf), v_px(vp), va_px(vap), last_ids(li), rows(rw), K(k), absgrad(ag),
+                 const int32_t *li, const int32_t *cm, float *rw, int k, bool ag)
+        : a(a_), packed(pk), T_final(tf), v_px(vp), va_px(vap), last_ids(li), contrib(cm), rows(rw), K(k),
+          absgrad(ag),
           T(kLanes), buf(static_cast<size_t>(D) * kLanes), vc(static_cast<size_t>(D) * kLanes),
           tfa(kLanes), gcol(D), last(kLanes) {}
 
@@ -183,8 +185,8 @@ struct BwdWorkerVec {
         const TileInfo ti = tile_info(a, t);
         const int64_t n = ti.end - ti.begin;
         if (n == 0) return;
+        // rows of pairs that contributed nowhere (contrib 0) stay unwritten: the reduction skips them
         float *out = rows + ti.begin * K;
-        std::fill(out, out + n * K, 0.f);
         if (ti.w <= 0 || ti.h <= 0) return;
         const float *bg = a.backgrounds ? a.backgrounds + ti.cam * D : nullptr;
         int32_t max_last = -1;
@@ -212,23 +214,25 @@ struct BwdWorkerVec {
             max_last = std::max(max_last, row_max[r]);
         }
         if (max_last < 0) return;
-        gather_tile(a, packed, ti, recs, cols);
+        gather_tile(a, packed, ti, recs, cols, Spans::kNone);
+        const int32_t *cm = contrib + ti.begin;
         vf iota;
         for (int j = 0; j < kLanes; ++j) iota[j] = static_cast<float>(j);
         const vf px = iota + (static_cast<float>(ti.x0) + 0.5f);
 
         for (int32_t i = max_last; i >= 0; --i) {
+            // only the rows where the forward blended this Gaussian: in the
+            // others no lane is valid and every gradient term is exactly zero
+            uint32_t rows_used = static_cast<uint32_t>(cm[i]);
+            if (rows_used == 0) continue;
             const GaussRec g = recs[i];
-            if (g.lo > g.hi) continue;
             const float *col = cols.data() + static_cast<int64_t>(i) * D;
             const RowGauss rg = row_gauss(g.x, g.a, g.b, g.c, px);
             const vf adx = g.a * rg.dx, half_dx2 = 0.5f * rg.dx * rg.dx;
             vf gx{}, gy{}, gax{}, gay{}, gca{}, gcb{}, gcc{}, go{};
             for (int k = 0; k < D; ++k) gcol[k] = vf{};
-            bool touched = false;
-            for (int r = g.lo; r <= g.hi; ++r) {
-                if (row_max[r] < i) continue;
-                touched = true;
+            for (; rows_used; rows_used &= rows_used - 1) {
+                const int r = __builtin_ctz(rows_used);
                 const float dy = g.y - (static_cast<float>(ti.y0 + r) + 0.5f);
                 const vf sigma = row_sigma(rg, dy);
                 const vf vis = exp_neg(-sigma);
@@ -263,7 +267,6 @@ struct BwdWorkerVec {
                 go = fmadd(sel(inner, vis, vf{}), v_alpha, go);
                 T[r] = sel(valid, Tn, T[r]);
             }
-            if (!touched) continue;
             float *o = out + static_cast<int64_t>(i) * K;
             o[kXY] = hsum(gx);
             o[kXY + 1] = hsum(gy);
@@ -283,12 +286,12 @@ struct BwdWorkerVec {
 
 template <int TS_, int D_>
 void run(const RasterArgs &a, const float *tf, const float *vp, const float *vap, const int32_t *li,
-         float *rows, int K, bool absgrad) {
+         const int32_t *cm, float *rows, int K, bool absgrad) {
     const int64_t n_tiles = a.C * a.tile_w * a.tile_h;
     const std::vector<Packed> packed = pack_gaussians(a);
 #ifdef PLR_HAVE_VEC
     if (TS_ == kLanes)
-        for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorkerVec<D_>(a, packed.data(), tf, vp, vap, li, rows, K, absgrad); });
+        for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorkerVec<D_>(a, packed.data(), tf, vp, vap, li, cm, rows, K, absgrad); });
     else
 #endif
         for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorker<TS_, D_>(a, packed.data(), tf, vp, vap, li, rows, K, absgrad); });
@@ -296,18 +299,18 @@ void run(const RasterArgs &a, const float *tf, const float *vp, const float *vap
 
 template <int TS_>
 void run_d(const RasterArgs &a, const float *tf, const float *vp, const float *vap, const int32_t *li,
-           float *rows, int K, bool absgrad) {
+           const int32_t *cm, float *rows, int K, bool absgrad) {
     switch (a.D) {
-        case 1: return run<TS_, 1>(a, tf, vp, vap, li, rows, K, absgrad);
-        case 3: return run<TS_, 3>(a, tf, vp, vap, li, rows, K, absgrad);
-        case 4: return run<TS_, 4>(a, tf, vp, vap, li, rows, K, absgrad);
-        default: return run<TS_, 0>(a, tf, vp, vap, li, rows, K, absgrad);
+        case 1: return run<TS_, 1>(a, tf, vp, vap, li, cm, rows, K, absgrad);
+        case 3: return run<TS_, 3>(a, tf, vp, vap, li, cm, rows, K, absgrad);
+        case 4: return run<TS_, 4>(a, tf, vp, vap, li, cm, rows, K, absgrad);
+        default: return run<TS_, 0>(a, tf, vp, vap, li, cm, rows, K, absgrad);
     }
 }
 
 }  // namespace
 
-void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_ids,
+void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_ids, const int32_t *contrib,
                 const float *v_colors_px, const float *v_alphas_px, const int32_t *gauss_offsets,
                 const int32_t *pos_by_gauss, float *v_means2d, float *v_conics, float *v_colors,
                 float *v_opacities, float *v_means2d_abs) {
@@ -315,13 +318,14 @@ void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_i
     const int D = a.D;
     const int K = kColor + D + (absgrad ? 2 : 0);
     const int64_t n_isects = a.tile_offsets[a.C * a.tile_w * a.tile_h];
-    std::vector<float> rows(static_cast<size_t>(n_isects) * K);
+    std::unique_ptr<float[]> rows(new float[static_cast<size_t>(n_isects) * K]);  // no zero fill
     if (a.tile_size == 16)
-        run_d<16>(a, T_final, v_colors_px, v_alphas_px, last_ids, rows.data(), K, absgrad);
+        run_d<16>(a, T_final, v_colors_px, v_alphas_px, last_ids, contrib, rows.get(), K, absgrad);
     else
-        run_d<0>(a, T_final, v_colors_px, v_alphas_px, last_ids, rows.data(), K, absgrad);
+        run_d<0>(a, T_final, v_colors_px, v_alphas_px, last_ids, contrib, rows.get(), K, absgrad);
 
     const int64_t total = a.C * a.N;
+    const int32_t total_isects = static_cast<int32_t>(n_isects);
     parallel_chunks(total, 4096, a.nthreads, [&](int64_t begin, int64_t end) {
     for (int64_t idx = begin; idx < end; ++idx) {
         float s[kColor + 2 + 64];
@@ -332,8 +336,15 @@ void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_i
             acc = big.data();
         }
         for (int q = 0; q < K; ++q) acc[q] = 0.f;
-        for (int32_t e = gauss_offsets[idx]; e < gauss_offsets[idx + 1]; ++e) {
-            const float *row = rows.data() + static_cast<int64_t>(pos_by_gauss[e]) * K;
+        const int32_t e_end = gauss_offsets[idx + 1];
+        for (int32_t e = gauss_offsets[idx]; e < e_end; ++e) {
+            // rows lie in tile order, read here in Gaussian order: request a few ahead
+            if (e + 6 < total_isects) {
+                __builtin_prefetch(contrib + pos_by_gauss[e + 6]);
+                __builtin_prefetch(rows.get() + static_cast<int64_t>(pos_by_gauss[e + 6]) * K);
+            }
+            if (contrib[pos_by_gauss[e]] == 0) continue;  // an all-zero row: skipping it changes no bit
+            const float *row = rows.get() + static_cast<int64_t>(pos_by_gauss[e]) * K;
             for (int q = 0; q < K; ++q) acc[q] += row[q];
         }
         v_means2d[2 * idx] = acc[kXY];

@@ -15,7 +15,7 @@ struct FwdWorker {
     const RasterArgs &a;
     const Packed *packed;
     float *out_colors, *out_alphas, *out_T;
-    int32_t *last_ids;
+    int32_t *last_ids, *contrib;
     int64_t *evals;
     const int TS = TS_ ? TS_ : a.tile_size;
     const int D = D_ ? D_ : a.D;
@@ -23,8 +23,9 @@ struct FwdWorker {
     std::vector<float> cols, T, acc, px;
     std::vector<int32_t> last, alive, row_alive;
 
-    FwdWorker(const RasterArgs &a_, const Packed *pk, float *oc, float *oa, float *ot, int32_t *li, int64_t *ev)
-        : a(a_), packed(pk), out_colors(oc), out_alphas(oa), out_T(ot), last_ids(li), evals(ev),
+    FwdWorker(const RasterArgs &a_, const Packed *pk, float *oc, float *oa, float *ot, int32_t *li, int32_t *cm,
+              int64_t *ev)
+        : a(a_), packed(pk), out_colors(oc), out_alphas(oa), out_T(ot), last_ids(li), contrib(cm), evals(ev),
           T(TS * TS), acc(static_cast<size_t>(D) * TS * TS), px(TS), last(TS * TS),
           alive(TS * TS), row_alive(TS) {}
 
@@ -32,8 +33,9 @@ struct FwdWorker {
         // locals, so the compiler sees compile-time D / TS when specialised
         const int D = D_ ? D_ : a.D;
         const TileInfo ti = tile_info(a, t);
+        std::fill(contrib + ti.begin, contrib + ti.end, -1);  // this path's backward reads no masks
         if (ti.w <= 0 || ti.h <= 0) return;
-        gather_tile(a, packed, ti, recs, cols);
+        gather_tile(a, packed, ti, recs, cols, Spans::kScalar);
         const int TS = TS_ ? TS_ : a.tile_size;
         const int P = TS * TS;
         std::fill(T.begin(), T.end(), 1.f);
@@ -109,7 +111,7 @@ struct FwdWorkerVec {
     const RasterArgs &a;
     const Packed *packed;
     float *out_colors, *out_alphas, *out_T;
-    int32_t *last_ids;
+    int32_t *last_ids, *contrib;
     int64_t *evals;
     const int D = D_ ? D_ : a.D;
     std::vector<GaussRec> recs;
@@ -118,16 +120,19 @@ struct FwdWorkerVec {
     std::vector<vi> last, alive;
     int row_live[kLanes];
 
-    FwdWorkerVec(const RasterArgs &a_, const Packed *pk, float *oc, float *oa, float *ot, int32_t *li, int64_t *ev)
-        : a(a_), packed(pk), out_colors(oc), out_alphas(oa), out_T(ot), last_ids(li), evals(ev), T(kLanes),
+    FwdWorkerVec(const RasterArgs &a_, const Packed *pk, float *oc, float *oa, float *ot, int32_t *li, int32_t *cm,
+                 int64_t *ev)
+        : a(a_), packed(pk), out_colors(oc), out_alphas(oa), out_T(ot), last_ids(li), contrib(cm), evals(ev), T(kLanes),
           acc(static_cast<size_t>(D) * kLanes), last(kLanes), alive(kLanes) {}
 
     void operator()(int64_t t) {
         // locals, so the compiler sees compile-time D / TS when specialised
         const int D = D_ ? D_ : a.D;
         const TileInfo ti = tile_info(a, t);
+        int32_t *cm = contrib + ti.begin;
+        std::fill(cm, contrib + ti.end, 0);
         if (ti.w <= 0 || ti.h <= 0) return;
-        gather_tile(a, packed, ti, recs, cols);
+        gather_tile(a, packed, ti, recs, cols, Spans::kVec);
         vf iota;
         for (int j = 0; j < kLanes; ++j) iota[j] = static_cast<float>(j);
         const vf px = iota + (static_cast<float>(ti.x0) + 0.5f);
@@ -146,9 +151,11 @@ struct FwdWorkerVec {
         const int64_t n = ti.end - ti.begin;
         for (int64_t i = 0; i < n && n_live > 0; ++i) {
             const GaussRec g = recs[i];
+            if (g.lo > g.hi) continue;  // reaches no pixel of this tile
             const float *col = cols.data() + i * D;
             const RowGauss rg = row_gauss(g.x, g.a, g.b, g.c, px);
             const vi ii = splati(static_cast<int32_t>(i));
+            int32_t rows_used = 0;
             for (int r = g.lo; r <= g.hi; ++r) {
                 if (!row_live[r]) continue;
                 n_eval += ti.w;
@@ -165,7 +172,9 @@ struct FwdWorkerVec {
                 T[r] = sel(use, next_T, T[r]);
                 last[r] = seli(use, ii, last[r]);
                 alive[r] = alive[r] & ~term;
+                rows_used |= any(use) ? 1 << r : 0;
             }
+            cm[i] = rows_used;
             if ((i & 15) == 15) {  // refresh the finished-row flags now and then
                 n_live = 0;
                 for (int r = 0; r < kLanes; ++r) n_live += row_live[r] = any(alive[r]);
@@ -190,37 +199,37 @@ struct FwdWorkerVec {
 #endif
 
 template <int TS_, int D_>
-int64_t run(const RasterArgs &a, float *oc, float *oa, float *ot, int32_t *li) {
+int64_t run(const RasterArgs &a, float *oc, float *oa, float *ot, int32_t *li, int32_t *cm) {
     const int64_t n_tiles = a.C * a.tile_w * a.tile_h;
     const std::vector<Packed> packed = pack_gaussians(a);
     std::vector<int64_t> evals(n_tiles, 0);
 #ifdef PLR_HAVE_VEC
     if (TS_ == kLanes)
-        for_each_tile(n_tiles, a.nthreads, [&] { return FwdWorkerVec<D_>(a, packed.data(), oc, oa, ot, li, evals.data()); });
+        for_each_tile(n_tiles, a.nthreads, [&] { return FwdWorkerVec<D_>(a, packed.data(), oc, oa, ot, li, cm, evals.data()); });
     else
 #endif
-        for_each_tile(n_tiles, a.nthreads, [&] { return FwdWorker<TS_, D_>(a, packed.data(), oc, oa, ot, li, evals.data()); });
+        for_each_tile(n_tiles, a.nthreads, [&] { return FwdWorker<TS_, D_>(a, packed.data(), oc, oa, ot, li, cm, evals.data()); });
     int64_t total = 0;
     for (int64_t e : evals) total += e;
     return total;
 }
 
 template <int TS_>
-int64_t run_d(const RasterArgs &a, float *oc, float *oa, float *ot, int32_t *li) {
+int64_t run_d(const RasterArgs &a, float *oc, float *oa, float *ot, int32_t *li, int32_t *cm) {
     switch (a.D) {
-        case 1: return run<TS_, 1>(a, oc, oa, ot, li);
-        case 3: return run<TS_, 3>(a, oc, oa, ot, li);
-        case 4: return run<TS_, 4>(a, oc, oa, ot, li);
-        default: return run<TS_, 0>(a, oc, oa, ot, li);
+        case 1: return run<TS_, 1>(a, oc, oa, ot, li, cm);
+        case 3: return run<TS_, 3>(a, oc, oa, ot, li, cm);
+        case 4: return run<TS_, 4>(a, oc, oa, ot, li, cm);
+        default: return run<TS_, 0>(a, oc, oa, ot, li, cm);
     }
 }
 
 }  // namespace
 
 int64_t raster_fwd(const RasterArgs &a, float *out_colors, float *out_alphas, float *out_T,
-                   int32_t *last_ids) {
-    if (a.tile_size == 16) return run_d<16>(a, out_colors, out_alphas, out_T, last_ids);
-    return run_d<0>(a, out_colors, out_alphas, out_T, last_ids);
+                   int32_t *last_ids, int32_t *contrib) {
+    if (a.tile_size == 16) return run_d<16>(a, out_colors, out_alphas, out_T, last_ids, contrib);
+    return run_d<0>(a, out_colors, out_alphas, out_T, last_ids, contrib);
 }
 
 }  // namespace plr

@@ -5,6 +5,8 @@
 // alphas. Define PLR_SCALAR to compile without vector extensions.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "common.h"
@@ -93,6 +95,72 @@ static inline vf row_sigma(const RowGauss &g, float dy) {
     return fmadd(g.bdx, dy, g.half_adx2 + g.half_c * dy * dy);
 }
 
+// Bit k set when lane k of the comparison mask m is.
+static inline uint32_t mask_bits(vi m) {
+#if defined(__AVX512F__)
+    return _mm512_test_epi32_mask((__m512i)m, (__m512i)m);
+#else
+    uint32_t bits = 0;
+    for (int k = 0; k < kLanes; ++k) bits |= (m[k] ? 1u : 0u) << k;
+    return bits;
+#endif
+}
+
+// Rows (bit r: tile-local row r, r < rows) in which a Gaussian's alpha can
+// reach 1/255 at some pixel centre of columns with offsets dx in [dxl, dxh]:
+// Reach::row for all 16 rows at once, in float. The minimum of sigma over a
+// row's segment sits at the clamped stationary point dx = nb_a dy (nb_a =
+// -b/a); the allowance (2 kReachSlack of the term magnitudes) covers both this
+// evaluation's rounding and the pixel loop's. level = +inf and nb_a = 0 mark a
+// conic that is not positive definite (every row).
+static inline uint32_t reach_rows(float gy, float a, float b, float c, float level, float nb_a, float dxl,
+                                  float dxh, float tile_y0, int rows) {
+    vf iota;
+    for (int j = 0; j < kLanes; ++j) iota[j] = static_cast<float>(j);
+    const vf dy = gy - (iota + (tile_y0 + 0.5f));
+    vf dx = nb_a * dy;
+    dx = sel(dx < dxl, splat(dxl), dx);
+    dx = sel(dx > dxh, splat(dxh), dx);
+    const vf sigma = 0.5f * (a * dx * dx + c * dy * dy) + b * dx * dy;
+    const float X = std::max(std::fabs(dxl), std::fabs(dxh));
+    const float Y = std::max(std::fabs(dy[0]), std::fabs(dy[rows - 1]));
+    const float lim = level + static_cast<float>(2 * kReachSlack) *
+                                  (0.5f * (std::fabs(a) * X * X + std::fabs(c) * Y * Y) + std::fabs(b) * X * Y);
+    return mask_bits((sigma <= lim) & (__builtin_convertvector(iota, vi) < rows));
+}
+
+// Reach::rect for up to 16 tiles of a radius box at once, one tile per lane
+// (lane y * bw + x: tile (tx0 + x, ty0 + y), the bit layout of binning's hit
+// masks). Same test and allowance as the scalar one, all five candidate points
+// evaluated in every lane, no branches: binning runs it for every box.
+static inline uint32_t reach_tiles(const Reach &R, float gx, float gy, int tx0, int ty0, int bw, int bh, int ts,
+                                   int width, int height) {
+    const int n = bw * bh;
+    if (R.mode != 2) return R.mode == 1 ? (n >= 32 ? ~0u : (1u << n) - 1) : 0u;
+    vf j;
+    for (int k = 0; k < kLanes; ++k) j[k] = static_cast<float>(k);
+    const vi yi = __builtin_convertvector((j + 0.5f) * (1.f / static_cast<float>(bw)), vi);  // floor, j >= 0
+    const vi xi = __builtin_convertvector(j, vi) - yi * bw;
+    const vi px0 = (xi + tx0) * ts, py0 = (yi + ty0) * ts;
+    const vi px1 = px0 + ts, py1 = py0 + ts;
+    const vf xl = __builtin_convertvector(px0, vf) + 0.5f, yl = __builtin_convertvector(py0, vf) + 0.5f;
+    const vf xh = __builtin_convertvector(px1 < width ? px1 : splati(width), vf) - 0.5f;
+    const vf yh = __builtin_convertvector(py1 < height ? py1 : splati(height), vf) - 0.5f;
+    const vf dxl = gx - xh, dxh = gx - xl, dyl = gy - yh, dyh = gy - yl;
+    auto clampv = [](vf v, vf lo, vf hi) { return sel(v < lo, lo, sel(v > hi, hi, v)); };
+    auto sigma = [&](vf dx, vf dy) { return 0.5f * (R.a * dx * dx + R.c * dy * dy) + R.b * dx * dy; };
+    const vf X = sel(vabs(dxl) > vabs(dxh), vabs(dxl), vabs(dxh));
+    const vf Y = sel(vabs(dyl) > vabs(dyh), vabs(dyl), vabs(dyh));
+    const vf lim = R.level + static_cast<float>(2 * kReachSlack) *
+                                 (0.5f * (std::fabs(R.a) * X * X + std::fabs(R.c) * Y * Y) + std::fabs(R.b) * X * Y);
+    const vi hit = (sigma(clampv(vf{}, dxl, dxh), clampv(vf{}, dyl, dyh)) <= lim) |
+                   (sigma(clampv(R.nb_a * dyl, dxl, dxh), dyl) <= lim) |
+                   (sigma(clampv(R.nb_a * dyh, dxl, dxh), dyh) <= lim) |
+                   (sigma(dxl, clampv(R.nb_c * dxl, dyl, dyh)) <= lim) |
+                   (sigma(dxh, clampv(R.nb_c * dxh, dyl, dyh)) <= lim);
+    return mask_bits(hit & (__builtin_convertvector(j, vi) < n));
+}
+
 typedef float vf8 __attribute__((vector_size(32)));
 typedef float vf4 __attribute__((vector_size(16)));
 
@@ -110,11 +178,15 @@ __attribute__((always_inline)) static inline float hsum(vf v) {
 }
 
 static inline bool any(vi m) {
+#if defined(__AVX512F__)
+    return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0;
+#else
     int32_t s[kLanes];
     __builtin_memcpy(s, &m, sizeof(s));
     int32_t acc = 0;
     for (int i = 0; i < kLanes; ++i) acc |= s[i];
     return acc != 0;
+#endif
 }
 
 static inline int count(vi m) {
