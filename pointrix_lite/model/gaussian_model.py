@@ -93,6 +93,7 @@ class GaussianModel(nn.Module):
         self.metric_notes: dict[str, str] = {}
         self._optimizer: torch.optim.Optimizer | None = None
         self._max_steps = 1
+        self._means_lr_hold = 0  # steps before the means lr starts decaying (hold_means_lr)
         self._lpips = None
         init = self._initial_params(getattr(dataset, "point_cloud", None))
         # A list keeps gsplat's order (ParameterDict sorts the keys of a plain dict).
@@ -214,14 +215,27 @@ class GaussianModel(nn.Module):
         self._max_steps = max(int(max_steps), 1)
         return self._optimizer
 
+    def hold_means_lr(self, until_step: int) -> None:
+        """Keep the means lr at its start value before ``until_step``, then decay it over the rest.
+
+        DashGaussian's schedule for coarse-to-fine training: positions keep a large step size while
+        the views are downscaled, and the decay to ``means_lr_final_factor`` spans the steps from
+        ``until_step`` to ``max_steps``. Set by ``ResolutionScheduleHook(hold_means_lr=True)`` in
+        ``before_train``; 0 (the default) is the plain exponential schedule.
+        """
+        self._means_lr_hold = max(int(until_step), 0)
+
     def update_learning_rate(self, step: int) -> None:
         """Set the means lr for ``step`` and remember the step (for the SH degree schedule)."""
         self.step = int(step)
         if self._optimizer is None:
             return
+        hold = min(self._means_lr_hold, self._max_steps - 1)
         for group in self._optimizer.param_groups:
             if group.get("name") == "means":
-                group["lr"] = exponential_lr(group["base_lr"], step, self._max_steps, self.cfg.means_lr_final_factor)
+                group["lr"] = exponential_lr(
+                    group["base_lr"], step - hold, self._max_steps - hold, self.cfg.means_lr_final_factor
+                )
 
     # ---------------------------------------------------------------- state
     def get_extra_state(self) -> dict[str, Any]:

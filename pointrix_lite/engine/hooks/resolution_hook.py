@@ -23,6 +23,10 @@ class ResolutionScheduleHook(Hook):
     ``train_step`` renders it, with box-filtered images and exactly scaled intrinsics
     (``data/resample.py``). Validation and test views are never touched: they stay at full
     resolution. Only the current factor's downscaled views are cached.
+
+    With ``hold_means_lr`` the model's position learning rate stays at its start value until the
+    first full-resolution step and decays over the remaining steps (DashGaussian), so positions are
+    not frozen before they have seen the full-resolution images.
     """
 
     priority = Priority.VERY_HIGH  # other hooks' before_train_iter see the batch actually trained on
@@ -31,6 +35,7 @@ class ResolutionScheduleHook(Hook):
     class Config:
         start_factor: int = 4  # downscale factor at step 0 (DashGaussian starts at 4-8)
         full_res_at: float = 0.5  # fraction of trainer.max_steps from which training is at full resolution
+        hold_means_lr: bool = False  # means lr decay starts at the first full-resolution step
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
@@ -46,6 +51,24 @@ class ResolutionScheduleHook(Hook):
         ramp = self.config.full_res_at * max(max_steps, 1)
         t = min(max(step, 0) / ramp, 1.0)
         return max(1, round(self.config.start_factor ** (1.0 - t)))
+
+    def full_res_step(self, max_steps: int) -> int:
+        """First step trained at full resolution (the factor never rises again after it)."""
+        lo, hi = 0, max(max_steps, 1)
+        while lo < hi:  # the factor is non-increasing in the step: bisect for the first 1
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if self.factor(mid, max_steps) == 1 else (mid + 1, hi)
+        return lo
+
+    def before_train(self) -> None:
+        if not self.config.hold_means_lr:
+            return
+        model = self.trainer.model
+        if not hasattr(model, "hold_means_lr"):
+            raise ConfigError(
+                f"hooks.ResolutionScheduleHook.hold_means_lr: the model {type(model).__name__} has no hold_means_lr()"
+            )
+        model.hold_means_lr(self.full_res_step(self.trainer.cfg.trainer.max_steps))
 
     def before_train_iter(self, batch_idx: int, batch: list) -> None:
         from ...data.resample import downscale_views  # lazy: the engine imports without the data package
