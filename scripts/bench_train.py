@@ -311,8 +311,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.scene == "photo":
         sys.path.insert(0, str(REPO))
         from pointrix_lite.data.demo.photo import ensure_photo_scene
+        from pointrix_lite.errors import PointrixError
 
-        root = ensure_photo_scene(REPO / "data" / "bench_photo")
+        try:
+            root = ensure_photo_scene(REPO / "data" / "bench_photo")
+        except PointrixError as e:  # e.g. scikit-image missing: one line, not a traceback
+            raise SystemExit(f"error: --scene photo: {e}") from None
         overrides = [f"dataset.data_path={root / 'colmap'}", "dataset.white_background=false", *overrides]
     print(f"{os.cpu_count()} CPUs, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
