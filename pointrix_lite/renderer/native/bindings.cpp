@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 
 #include <limits>
+#include <memory>
 
 #include "kernels.h"
 
@@ -125,13 +126,15 @@ std::vector<Tensor> bin_tiles(const Tensor &means2d, const Tensor &radii, const 
     a.conics = conics.data_ptr<float>();
     a.opacities = opacities.data_ptr<float>();
     a.opac_cam_stride = opacities.stride(0);
-    std::vector<plr::BoxHits> boxes(a.C * a.N);
-    a.boxes = boxes.data();
     a.width = static_cast<int>(width);
     a.height = static_cast<int>(height);
     a.tile_size = static_cast<int>(tile_size);
     a.tile_w = static_cast<int>((width + tile_size - 1) / tile_size);
     a.tile_h = static_cast<int>((height + tile_size - 1) / tile_size);
+    TORCH_CHECK(a.tile_w < 65536 && a.tile_h < 65536, "more than 65535 tiles in a row or column");
+    // every entry is written by bin_count: no zeroing
+    std::unique_ptr<plr::BoxHits[]> boxes(new plr::BoxHits[a.C * a.N]);
+    a.boxes = boxes.get();
     a.nthreads = threads();
     auto i32 = means2d.options().dtype(at::kInt);
     Tensor gauss_offsets = at::empty({a.C * a.N + 1}, i32);

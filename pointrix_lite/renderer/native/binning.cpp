@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "common.h"
@@ -62,11 +63,11 @@ inline float opacity(const BinArgs &a, int64_t idx) {
 // Calls f(tile_x, tile_y) for each tile set in a box's hit mask (bit
 // (y - y0) * bw + (x - x0)), row by row: no integer division per hit.
 template <class F>
-inline void decode(const BoxHits &h, F &&f) {
-    const uint64_t row_bits = h.bw < 64 ? (uint64_t{1} << h.bw) - 1 : ~uint64_t{0};
-    for (int y = 0; y < h.bh; ++y)
-        for (uint64_t row = (h.mask >> (y * h.bw)) & row_bits; row; row &= row - 1)
-            f(h.x0 + __builtin_ctzll(row), h.y0 + y);
+inline void decode(int x0, int y0, int bw, int bh, uint64_t mask, F &&f) {
+    const uint64_t row_bits = bw < 64 ? (uint64_t{1} << bw) - 1 : ~uint64_t{0};
+    for (int y = 0; y < bh; ++y)
+        for (uint64_t row = (mask >> (y * bw)) & row_bits; row; row &= row - 1)
+            f(x0 + __builtin_ctzll(row), y0 + y);
 }
 
 // Tests the tiles of Gaussian idx's box (opacity opac) and calls f(x, y) for
@@ -77,20 +78,24 @@ inline uint64_t test_box(const BinArgs &a, int64_t idx, float opac, const Rect &
     // A box one tile wide or high has no corners: the (convex, connected)
     // ellipse spans it end to end, so testing would rarely drop a tile there;
     // keeping them all is safe and saves most tests for small Gaussians.
-    const bool test = bw > 1 && bh > 1;
+    if (bw == 1 || bh == 1) {
+        for (int y = r.y0; y < r.y1; ++y)
+            for (int x = r.x0; x < r.x1; ++x) f(x, y);
+        const int n = bw * bh;
+        return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+    }
     const TileCull tc(a, idx, opac);
 #ifdef PLR_HAVE_VEC
-    if (test && bw * bh <= kLanes) {  // the common case: all tiles in one vector
-        BoxHits h{r.x0, r.y0, bw, bh,
-                  reach_tiles(tc.reach, tc.gx, tc.gy, r.x0, r.y0, bw, bh, a.tile_size, a.width, a.height)};
-        decode(h, f);
-        return h.mask;
+    if (bw * bh <= kLanes) {  // the common case: all tiles in one vector
+        const uint64_t m = reach_tiles(tc.reach, tc.gx, tc.gy, r.x0, r.y0, bw, bh, a.tile_size, a.width, a.height);
+        decode(r.x0, r.y0, bw, bh, m, f);
+        return m;
     }
 #endif
     uint64_t m = 0;
     for (int y = r.y0; y < r.y1; ++y)
         for (int x = r.x0; x < r.x1; ++x)
-            if (!test || tc.hit(a, x, y)) {
+            if (tc.hit(a, x, y)) {
                 if (bw * bh <= 64) m |= uint64_t{1} << ((y - r.y0) * bw + (x - r.x0));
                 f(x, y);
             }
@@ -106,38 +111,49 @@ inline int32_t record_hits(const BinArgs &a, int64_t idx, float opac) {
     if (!visible(a, idx)) return 0;
     const Rect r = tile_rect(a, idx);
     if (r.x1 <= r.x0 || r.y1 <= r.y0) return 0;
+    const bool small = (r.x1 - r.x0) * (r.y1 - r.y0) <= 64;  // the mask holds every answer
     int32_t n = 0;
-    h = BoxHits{r.x0, r.y0, r.x1 - r.x0, r.y1 - r.y0, test_box(a, idx, opac, r, [&](int, int) { ++n; })};
+    const uint64_t m = small ? test_box(a, idx, opac, r, [](int, int) {})
+                             : test_box(a, idx, opac, r, [&](int, int) { ++n; });
+    if (small) n = __builtin_popcountll(m);
+    h = BoxHits{static_cast<uint16_t>(r.x0), static_cast<uint16_t>(r.y0), static_cast<uint16_t>(r.x1 - r.x0),
+                static_cast<uint16_t>(r.y1 - r.y0), m};
     return n;
 }
 
-// bin_fill: f(x, y) for every tile of Gaussian idx that bin_count kept.
+// bin_fill: f(x, y) for every tile of Gaussian idx (box record h) that bin_count kept.
 template <class F>
-inline void for_each_hit(const BinArgs &a, int64_t idx, F &&f) {
-    const BoxHits &h = a.boxes[idx];
-    if (h.bw * h.bh <= 64) return decode(h, f);
+inline void for_each_hit(const BinArgs &a, int64_t idx, const BoxHits &h, F &&f) {
+    if (h.bw * h.bh <= 64) return decode(h.x0, h.y0, h.bw, h.bh, h.mask, f);
     test_box(a, idx, opacity(a, idx), Rect{h.x0, h.y0, h.x0 + h.bw, h.y0 + h.bh}, f);  // rare: huge boxes
 }
 
-// Stable LSD radix sort of (float-bits key, id) pairs: equal depths keep index
-// order, like gsplat's stable CUB sort of (tile|depth) keys.
-void radix_sort(std::vector<uint32_t> &keys, std::vector<int32_t> &ids) {
-    const size_t n = keys.size();
-    std::vector<uint32_t> k2(n);
-    std::vector<int32_t> i2(n);
+// A box record in depth order, with what the fill pass needs of its Gaussian.
+struct Sorted {
+    BoxHits h;
+    int32_t idx, slot;  // c*N + g, its first pos_by_gauss entry
+};
+
+// Stable LSD radix sort of n (float-bits key, id) pairs in place, k2/i2 being
+// scratch of n: equal depths keep index order, like gsplat's stable CUB sort of
+// (tile|depth) keys.
+void radix_sort(uint32_t *keys, int32_t *ids, uint32_t *k2, int32_t *i2, size_t n) {
+    uint32_t *k = keys;
+    int32_t *i = ids;
     for (int shift = 0; shift < 32; shift += 8) {
         size_t count[257] = {0};
-        for (size_t i = 0; i < n; ++i) ++count[((keys[i] >> shift) & 255u) + 1];
-        if (count[1 + ((keys.empty() ? 0 : keys[0] >> shift) & 255u)] == n) continue;  // all equal
-        for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
-        for (size_t i = 0; i < n; ++i) {
-            size_t dst = count[(keys[i] >> shift) & 255u]++;
-            k2[dst] = keys[i];
-            i2[dst] = ids[i];
+        for (size_t j = 0; j < n; ++j) ++count[((k[j] >> shift) & 255u) + 1];
+        if (n == 0 || count[1 + ((k[0] >> shift) & 255u)] == n) continue;  // all equal
+        for (int d = 0; d < 256; ++d) count[d + 1] += count[d];
+        for (size_t j = 0; j < n; ++j) {
+            size_t dst = count[(k[j] >> shift) & 255u]++;
+            k2[dst] = k[j];
+            i2[dst] = i[j];
         }
-        keys.swap(k2);
-        ids.swap(i2);
+        std::swap(k, k2);
+        std::swap(i, i2);
     }
+    if (i != ids) std::memcpy(ids, i, n * sizeof(int32_t));  // keys are not needed after
 }
 
 }  // namespace
@@ -164,44 +180,55 @@ void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offs
     const int64_t C = a.C, N = a.N;
     const int64_t tiles = static_cast<int64_t>(a.tile_w) * a.tile_h;
 
-    // 1. per image: Gaussians with at least one tile, sorted by depth
-    std::vector<std::vector<int32_t>> order(C);
+    // 1. per image: Gaussians with at least one tile, sorted by depth, into
+    // seq (images one after another); sized by a counting pass so that
+    // nothing grows by reallocation.
+    std::vector<int64_t> cam_begin(C + 1, 0);
+    for (int64_t c = 0; c < C; ++c) {
+        int64_t n = 0;
+        for (int64_t idx = c * N; idx < (c + 1) * N; ++idx) n += gauss_offsets[idx + 1] != gauss_offsets[idx];
+        cam_begin[c + 1] = cam_begin[c] + n;
+    }
+    const int64_t S = cam_begin[C];
+    std::unique_ptr<int32_t[]> seq(new int32_t[S]);
     parallel_items(C, a.nthreads, [&] { return [&](int64_t c) {
-        std::vector<uint32_t> keys;
-        std::vector<int32_t> &ids = order[c];
-        for (int64_t g = 0; g < N; ++g) {
-            const int64_t idx = c * N + g;
+        const int64_t n = cam_begin[c + 1] - cam_begin[c];
+        std::unique_ptr<uint32_t[]> keys(new uint32_t[2 * n]);
+        std::unique_ptr<int32_t[]> scratch(new int32_t[n]);
+        int32_t *ids = seq.get() + cam_begin[c];
+        int64_t j = 0;
+        for (int64_t idx = c * N; idx < (c + 1) * N; ++idx) {
             if (gauss_offsets[idx + 1] == gauss_offsets[idx]) continue;
-            uint32_t bits;
-            std::memcpy(&bits, a.depths + idx, sizeof(bits));
-            keys.push_back(bits);
-            ids.push_back(static_cast<int32_t>(idx));
+            std::memcpy(&keys[j], a.depths + idx, sizeof(uint32_t));
+            ids[j++] = static_cast<int32_t>(idx);
         }
-        radix_sort(keys, ids);
+        radix_sort(keys.get(), ids, keys.get() + n, scratch.get(), static_cast<size_t>(n));
     }; });
-    std::vector<int32_t> seq;
-    for (auto &o : order) seq.insert(seq.end(), o.begin(), o.end());
-    order.clear();
 
-    // 2. chunked counting sort by global tile id, chunks in sequence order
-    const int64_t S = static_cast<int64_t>(seq.size());
+    // 2. chunked counting sort by global tile id, chunks in sequence order.
+    // The count pass copies each Gaussian's box record into depth order (seq
+    // jumps around memory, so these reads wait on cache misses unless issued
+    // well ahead); the fill pass then reads them sequentially.
     const int nchunks = std::max<int64_t>(1, std::min<int64_t>(a.nthreads, S / 4096 + 1));
     std::vector<int32_t> counts(static_cast<size_t>(nchunks) * C * tiles, 0);
+    std::unique_ptr<Sorted[]> sorted(new Sorted[S]);
     auto chunk_begin = [&](int k) { return S * k / nchunks; };
-    // seq is in depth order, so the per-Gaussian reads below jump around memory
-    auto prefetch_ahead = [&](int64_t s) {
-        if (s + 32 >= S) return;
-        const int64_t ahead = seq[s + 32];
-        __builtin_prefetch(a.boxes + ahead);
-        __builtin_prefetch(gauss_offsets + ahead);
-    };
+    constexpr int kAhead = 24;
     parallel_items(nchunks, nchunks, [&] { return [&](int64_t k) {
         int32_t *cnt = counts.data() + static_cast<size_t>(k) * C * tiles;
         for (int64_t s = chunk_begin(k); s < chunk_begin(k + 1); ++s) {
-            prefetch_ahead(s);
-            const int64_t idx = seq[s];
+            if (s + kAhead < S) {
+                const int64_t ahead = seq[s + kAhead];
+                __builtin_prefetch(a.boxes + ahead);
+                __builtin_prefetch(gauss_offsets + ahead);
+            }
+            const int32_t idx = seq[s];
+            Sorted &o = sorted[s];
+            o.h = a.boxes[idx];
+            o.idx = idx;
+            o.slot = gauss_offsets[idx];
             const int64_t base = (idx / N) * tiles;
-            for_each_hit(a, idx, [&](int x, int y) { ++cnt[base + y * a.tile_w + x]; });
+            for_each_hit(a, idx, o.h, [&](int x, int y) { ++cnt[base + y * a.tile_w + x]; });
         }
     }; });
     // exclusive scan over (tile, chunk) turns counts into write cursors
@@ -218,14 +245,16 @@ void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offs
     tile_offsets[C * tiles] = static_cast<int32_t>(acc);
     parallel_items(nchunks, nchunks, [&] { return [&](int64_t k) {
         int32_t *cur = counts.data() + static_cast<size_t>(k) * C * tiles;
-        for (int64_t s = chunk_begin(k); s < chunk_begin(k + 1); ++s) {
-            prefetch_ahead(s);
-            const int64_t idx = seq[s];
-            const int64_t base = (idx / N) * tiles;
-            int32_t slot = gauss_offsets[idx];
-            for_each_hit(a, idx, [&](int x, int y) {
+        const int64_t end = chunk_begin(k + 1);
+        for (int64_t s = chunk_begin(k); s < end; ++s) {
+            // pos_by_gauss is Gaussian-major: each record writes somewhere else
+            if (s + kAhead < end) __builtin_prefetch(pos_by_gauss + sorted[s + kAhead].slot, 1);
+            const Sorted &o = sorted[s];
+            const int64_t base = (o.idx / N) * tiles;
+            int32_t slot = o.slot;
+            for_each_hit(a, o.idx, o.h, [&](int x, int y) {
                 int32_t pos = cur[base + y * a.tile_w + x]++;
-                flatten_ids[pos] = static_cast<int32_t>(idx);
+                flatten_ids[pos] = o.idx;
                 pos_by_gauss[slot++] = pos;
             });
         }

@@ -34,8 +34,10 @@ void project_bwd(const ProjectArgs &a, const int32_t *radii, const float *conics
 
 // A Gaussian's radius box in tiles and which of its tiles it reaches (bit
 // (y - y0) * bw + (x - x0); boxes over 64 tiles are re-tested instead).
+// 16 bytes, so that one cache line holds four (bin_tiles checks that tile
+// counts fit 16 bits).
 struct BoxHits {
-    int32_t x0, y0, bw, bh;
+    uint16_t x0, y0, bw, bh;
     uint64_t mask;
 };
 
