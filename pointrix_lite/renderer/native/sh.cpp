@@ -2,11 +2,7 @@
 // centre (gsplat SphericalHarmonicsCUDA.cu bases, degrees 0..4), forward and
 // backward. The basis derivatives come from evaluating the same polynomial
 // code on dual numbers, so there is no second hand-derived formula to drift.
-// Both run on blocks of kL consecutive Gaussians, one per SIMD lane (simd.h;
-// kL = 1 under PLR_SCALAR): the lane arithmetic is the scalar formula step by
-// step (no FMA contraction), so every lane width gives bit-identical results.
-// Coefficients are [.., K, 3] per Gaussian (AoS); a block is transposed into
-// lane-major scratch on the way in and out.
+// Both run on blocks of kL Gaussians, one per SIMD lane (lanes.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -14,26 +10,12 @@
 
 #include "kernels.h"
 #include "pool.h"
-#include "simd.h"
+#include "lanes.h"
 
 namespace plr {
 namespace {
 
-#if defined(PLR_HAVE_VEC)
-typedef vf Lane;
-constexpr int kL = kLanes;
-#else
-typedef float Lane;
-constexpr int kL = 1;
-#endif
 constexpr int kMaxBases = 25;
-
-inline Lane load(const float *p) {
-    Lane v;
-    std::memcpy(&v, p, sizeof(v));
-    return v;
-}
-inline void store(float *p, Lane v) { std::memcpy(p, &v, sizeof(v)); }
 
 // Value plus partial derivatives w.r.t. the unit direction's x, y, z.
 template <class S>
@@ -132,22 +114,6 @@ inline bool block_dirs(const ShArgs &a, int64_t c, int64_t g0, int n, BlockDirs 
         d->x[j] = dx * inv, d->y[j] = dy * inv, d->z[j] = dz * inv, d->inv[j] = inv;
     }
     return any;
-}
-
-// dst[m * kL + j] = src[j * stride + m] for m < len, j < n (other lanes 0).
-inline void to_lanes(const float *__restrict src, int64_t stride, int n, int len, float *__restrict dst) {
-    if (n < kL) std::fill(dst, dst + len * kL, 0.f);
-    for (int j = 0; j < n; ++j)
-        for (int m = 0; m < len; ++m) dst[m * kL + j] = src[j * stride + m];
-}
-
-// dst[j * stride + m] = src[m * kL + j] for m < len, 0 for len <= m < stride.
-inline void from_lanes(const float *__restrict src, int len, int64_t stride, int n, float *__restrict dst) {
-    for (int j = 0; j < n; ++j) {
-        float *row = dst + j * stride;
-        for (int m = 0; m < len; ++m) row[m] = src[m * kL + j];
-        std::fill(row + len, row + stride, 0.f);
-    }
 }
 
 }  // namespace
