@@ -18,6 +18,7 @@ namespace plr {
 #if defined(PLR_HAVE_VEC)
 typedef vf Lane;
 constexpr int kL = kLanes;
+static_assert(kL == 16, "transpose16 below");
 #else
 typedef float Lane;
 constexpr int kL = 1;
@@ -48,18 +49,66 @@ static inline Lane lsqrt(Lane x) {
     return load(t);
 }
 
+#if defined(PLR_HAVE_VEC)
+// In-register 16x16 transpose: log2(16) stages, each swapping the off-diagonal
+// k x k blocks of every 2k x 2k block (two-source shuffles).
+static inline void transpose16(Lane r[16]) {
+#define PLR_STAGE(K, ...)                                                                                      \
+    for (int i = 0; i < 16; ++i)                                                                               \
+        if (!(i & K)) {                                                                                        \
+            Lane a = r[i], b = r[i + K];                                                                       \
+            r[i] = __builtin_shufflevector(a, b, __VA_ARGS__);                                                 \
+            r[i + K] = __builtin_shufflevector(a, b, PLR_HI_##K);                                              \
+        }
+#define PLR_HI_8 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
+#define PLR_HI_4 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
+#define PLR_HI_2 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
+#define PLR_HI_1 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
+    PLR_STAGE(8, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)
+    PLR_STAGE(4, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27)
+    PLR_STAGE(2, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29)
+    PLR_STAGE(1, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30)
+#undef PLR_STAGE
+#undef PLR_HI_8
+#undef PLR_HI_4
+#undef PLR_HI_2
+#undef PLR_HI_1
+}
+#endif
+
 // dst[m * kL + j] = src[j * stride + m] for m < len, j < n (other lanes 0).
 static inline void to_lanes(const float *__restrict src, int64_t stride, int n, int len, float *__restrict dst) {
-    if (n < kL) std::fill(dst, dst + len * kL, 0.f);
+    int m0 = 0;
+#if defined(PLR_HAVE_VEC)
+    if (n == kL)
+        for (; m0 + kL <= len; m0 += kL) {
+            Lane r[kL];
+            for (int j = 0; j < kL; ++j) r[j] = load(src + j * stride + m0);
+            transpose16(r);
+            for (int i = 0; i < kL; ++i) store(dst + (m0 + i) * kL, r[i]);
+        }
+#endif
+    if (m0 == len) return;
+    if (n < kL) std::fill(dst + m0 * kL, dst + len * kL, 0.f);
     for (int j = 0; j < n; ++j)
-        for (int m = 0; m < len; ++m) dst[m * kL + j] = src[j * stride + m];
+        for (int m = m0; m < len; ++m) dst[m * kL + j] = src[j * stride + m];
 }
 
 // dst[j * stride + m] = src[m * kL + j] for m < len, 0 for len <= m < stride.
 static inline void from_lanes(const float *__restrict src, int len, int64_t stride, int n, float *__restrict dst) {
+    int m0 = 0;
+#if defined(PLR_HAVE_VEC)
+    if (n == kL)
+        for (; m0 + kL <= len; m0 += kL) {
+            Lane r[kL];
+            for (int i = 0; i < kL; ++i) r[i] = load(src + (m0 + i) * kL);
+            transpose16(r);
+            for (int j = 0; j < kL; ++j) store(dst + j * stride + m0, r[j]);
+        }
+#endif
     for (int j = 0; j < n; ++j) {
         float *row = dst + j * stride;
-        for (int m = 0; m < len; ++m) row[m] = src[m * kL + j];
+        for (int m = m0; m < len; ++m) row[m] = src[m * kL + j];
         std::fill(row + len, row + stride, 0.f);
     }
 }
