@@ -2,7 +2,7 @@
 
 The sizes reach what the equivalence scenes do not: N not a multiple of the lane width, whole
 blocks culled next to partly culled ones, several cameras, and an SH gradient large enough
-(> 8 MB) to take the huge-page allocation path in bindings.cpp.
+(>= 2 MB) to take the huge-page allocation path in bindings.cpp.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ require_native(allow_module_level=True)  # compiles on first use
 
 from pointrix_lite.renderer.native._functions import ProjectGaussians, SHColors  # noqa: E402
 
-N = 45_013  # 2813 blocks of 16 and a tail of 5; SH 3 gradient 8.6 MB
+N = 45_013  # 2813 blocks of 16 and a tail of 5; SH 3 gradient 8.6 MB; the others stay below 2 MB
 
 
 def _radii(C: int, n: int, gen: torch.Generator) -> torch.Tensor:

@@ -39,7 +39,7 @@ Tensor empty_large(at::IntArrayRef sizes, const at::TensorOptions &f) {
     for (int64_t s : sizes) numel *= s;
     const size_t bytes = static_cast<size_t>(numel) * f.dtype().itemsize();
     void *p = nullptr;
-    if (bytes < 4 * kHuge || posix_memalign(&p, kHuge, (bytes + kHuge - 1) / kHuge * kHuge) != 0)
+    if (bytes < kHuge || posix_memalign(&p, kHuge, (bytes + kHuge - 1) / kHuge * kHuge) != 0)
         return at::empty(sizes, f);
 #ifdef MADV_HUGEPAGE
     madvise(p, (bytes + kHuge - 1) / kHuge * kHuge, MADV_HUGEPAGE);
