@@ -21,7 +21,7 @@ _SOURCES = (
     "bindings.cpp", "pool.cpp", "projection.cpp", "sh.cpp", "binning.cpp", "rasterize_fwd.cpp", "rasterize_bwd.cpp",
     "ssim.cpp",
 )
-_HEADERS = ("common.h", "kernels.h", "pool.h", "simd.h", "tile.h")
+_HEADERS = ("common.h", "kernels.h", "lanes.h", "pool.h", "simd.h", "tile.h")
 # -ffp-contract=off: the scalar paths must not be fused differently in the
 # forward and the backward (the backward replays the forward's threshold tests);
 # the SIMD path fuses explicitly. -march=native is safe because the build happens

@@ -2,34 +2,44 @@
 // centre (gsplat SphericalHarmonicsCUDA.cu bases, degrees 0..4), forward and
 // backward. The basis derivatives come from evaluating the same polynomial
 // code on dual numbers, so there is no second hand-derived formula to drift.
+// Both run on blocks of kL Gaussians, one per SIMD lane (lanes.h).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels.h"
 #include "pool.h"
+#include "lanes.h"
 
 namespace plr {
 namespace {
 
+constexpr int kMaxBases = 25;
+
 // Value plus partial derivatives w.r.t. the unit direction's x, y, z.
+template <class S>
 struct Dual {
-    float v, dx, dy, dz;
+    S v, dx, dy, dz;
 };
-inline Dual operator+(Dual a, Dual b) { return {a.v + b.v, a.dx + b.dx, a.dy + b.dy, a.dz + b.dz}; }
-inline Dual operator-(Dual a, Dual b) { return {a.v - b.v, a.dx - b.dx, a.dy - b.dy, a.dz - b.dz}; }
-inline Dual operator*(Dual a, Dual b) {
+template <class S>
+inline Dual<S> operator+(Dual<S> a, Dual<S> b) { return {a.v + b.v, a.dx + b.dx, a.dy + b.dy, a.dz + b.dz}; }
+template <class S>
+inline Dual<S> operator-(Dual<S> a, Dual<S> b) { return {a.v - b.v, a.dx - b.dx, a.dy - b.dy, a.dz - b.dz}; }
+template <class S>
+inline Dual<S> operator*(Dual<S> a, Dual<S> b) {
     return {a.v * b.v, a.dx * b.v + a.v * b.dx, a.dy * b.v + a.v * b.dy, a.dz * b.v + a.v * b.dz};
 }
-inline Dual operator*(float s, Dual a) { return {s * a.v, s * a.dx, s * a.dy, s * a.dz}; }
-inline Dual operator+(Dual a, float s) { return {a.v + s, a.dx, a.dy, a.dz}; }
-inline Dual operator-(Dual a, float s) { return {a.v - s, a.dx, a.dy, a.dz}; }
-inline float value(float f) { return f; }
-inline float value(const Dual &d) { return d.v; }
+template <class S>
+inline Dual<S> operator*(float s, Dual<S> a) { return {s * a.v, s * a.dx, s * a.dy, s * a.dz}; }
+template <class S>
+inline Dual<S> operator+(Dual<S> a, float s) { return {a.v + s, a.dx, a.dy, a.dz}; }
+template <class S>
+inline Dual<S> operator-(Dual<S> a, float s) { return {a.v - s, a.dx, a.dy, a.dz}; }
 
 // Real SH bases (Sloan's fast form, gsplat's signs) at unit direction (x, y, z).
 template <class T>
-void sh_bases(int degree, T x, T y, T z, T *b) {
+__attribute__((always_inline)) inline void sh_bases(int degree, T x, T y, T z, T *b) {
     b[0] = 0.f * x + 0.2820947917738781f;
     if (degree < 1) return;
     b[1] = -0.48860251190292f * y;
@@ -76,92 +86,153 @@ void sh_bases(int degree, T x, T y, T z, T *b) {
     b[24] = 0.6258357354491763f * fC3;
 }
 
-struct Dir {
-    float x, y, z, inv_norm;
-};
-
-inline Dir unit_dir(const float *mean, const float *campos) {
-    float dx = mean[0] - campos[0], dy = mean[1] - campos[1], dz = mean[2] - campos[2];
-    float inv = 1.f / std::sqrt(dx * dx + dy * dy + dz * dz);
-    return {dx * inv, dy * inv, dz * inv, inv};
-}
-
 inline bool visible(const int32_t *radii, int64_t idx) { return radii[2 * idx] > 0 && radii[2 * idx + 1] > 0; }
+
+// Unit directions of a block of n <= kL Gaussians from camera c, lane-major
+// (x, y, z, 1/|dir|, visible as 0/1). Culled and padding lanes get (0, 0, 1)
+// and 1/|dir| = 0, so their bases are finite and everything they feed is 0.
+// Returns whether any lane is visible.
+struct BlockDirs {
+    alignas(64) float x[kL], y[kL], z[kL], inv[kL];
+    bool vis[kL];
+};
+inline bool block_dirs(const ShArgs &a, int64_t c, int64_t g0, int n, BlockDirs *d) {
+    bool any = false;
+    const float *cp = a.campos + 3 * c;
+    for (int j = 0; j < kL; ++j) {
+        const bool v = j < n && visible(a.radii, c * a.N + g0 + j);
+        d->vis[j] = v;
+        any |= v;
+        if (!v) {
+            d->x[j] = d->y[j] = d->inv[j] = 0.f;
+            d->z[j] = 1.f;
+            continue;
+        }
+        const float *m = a.means + 3 * (g0 + j);
+        float dx = m[0] - cp[0], dy = m[1] - cp[1], dz = m[2] - cp[2];
+        float inv = 1.f / std::sqrt(dx * dx + dy * dy + dz * dz);
+        d->x[j] = dx * inv, d->y[j] = dy * inv, d->z[j] = dz * inv, d->inv[j] = inv;
+    }
+    return any;
+}
 
 }  // namespace
 
 void sh_fwd(const ShArgs &a, float *colors) {
-    const int64_t total = a.C * a.N;
     const int nb = (a.degree + 1) * (a.degree + 1);
-    parallel_chunks(total, 4096, a.nthreads, [&](int64_t begin, int64_t end) {
-    for (int64_t idx = begin; idx < end; ++idx) {
-        const int64_t c = idx / a.N, g = idx % a.N;
-        float *out = colors + 3 * idx;
-        if (!visible(a.radii, idx)) {
-            out[0] = out[1] = out[2] = 0.f;
-            continue;
+    const int64_t KK = a.K * 3;
+    constexpr int64_t kChunk = 4096;  // a multiple of kL
+    const int64_t per_cam = (a.N + kChunk - 1) / kChunk;
+    parallel_items(a.C * per_cam, a.nthreads, [&] { return [&](int64_t item) {
+        const int64_t c = item / per_cam;
+        const int64_t end = std::min(a.N, (item % per_cam + 1) * kChunk);
+        BlockDirs d;
+        alignas(64) float co[kMaxBases * 3 * kL];
+        for (int64_t g0 = item % per_cam * kChunk; g0 < end; g0 += kL) {
+            const int n = static_cast<int>(std::min<int64_t>(kL, end - g0));
+            float *out = colors + 3 * (c * a.N + g0);
+            if (!block_dirs(a, c, g0, n, &d)) {
+                std::fill(out, out + 3 * n, 0.f);
+                continue;
+            }
+            Lane b[kMaxBases];
+            sh_bases<Lane>(a.degree, load(d.x), load(d.y), load(d.z), b);
+            to_lanes(a.coeffs + c * a.coeffs_cam_stride + g0 * KK, KK, n, nb * 3, co);
+            for (int ch = 0; ch < 3; ++ch) {
+                Lane s = Lane{};
+                for (int k = 0; k < nb; ++k) s += b[k] * load(co + (k * 3 + ch) * kL);
+                s = s + 0.5f;
+                s = s < 0.f ? Lane{} : s;  // std::max(s, 0.f), NaN kept
+                alignas(64) float sv[kL];
+                store(sv, s);
+                for (int j = 0; j < n; ++j) out[3 * j + ch] = d.vis[j] ? sv[j] : 0.f;
+            }
         }
-        Dir d = unit_dir(a.means + 3 * g, a.campos + 3 * c);
-        float b[25];
-        sh_bases<float>(a.degree, d.x, d.y, d.z, b);
-        const float *co = a.coeffs + c * a.coeffs_cam_stride + g * a.K * 3;
-        for (int ch = 0; ch < 3; ++ch) {
-            float s = 0.f;
-            for (int k = 0; k < nb; ++k) s += b[k] * co[k * 3 + ch];
-            out[ch] = std::max(s + 0.5f, 0.f);
-        }
-    }
-    });
+    }; });
 }
 
 void sh_bwd(const ShArgs &a, const float *colors, const float *v_colors, float *v_coeffs,
             float *v_means, float *v_campos) {
-    const int64_t C = a.C, N = a.N;
+    const int64_t C = a.C, N = a.N, KK = a.K * 3;
     const int nb = (a.degree + 1) * (a.degree + 1);
     const bool shared = a.coeffs_cam_stride == 0;  // v_coeffs [N,K,3], else [C,N,K,3]
-    constexpr int64_t kChunk = 1024;  // fixed chunks: campos sums independent of thread count
+    constexpr int64_t kChunk = 1024;  // fixed chunks (a multiple of kL): campos sums independent of thread count
     const int64_t n_chunks = (N + kChunk - 1) / kChunk;
     std::vector<float> cam_buf(static_cast<size_t>(n_chunks) * C * 3, 0.f);
     parallel_items(n_chunks, a.nthreads, [&] { return [&](int64_t chunk) {
         // accumulate locally, write once: neighbouring chunks share cache lines
         std::vector<float> cb(C * 3, 0.f);
-        for (int64_t g = chunk * kChunk; g < std::min(N, (chunk + 1) * kChunk); ++g) {
-            float vm[3] = {0.f, 0.f, 0.f};
-            if (shared) std::fill(v_coeffs + g * a.K * 3, v_coeffs + (g + 1) * a.K * 3, 0.f);
+        BlockDirs d;
+        alignas(64) float co[kMaxBases * 3 * kL], vco[kMaxBases * 3 * kL], vc[3 * kL];
+        const int64_t end = std::min(N, (chunk + 1) * kChunk);
+        for (int64_t g0 = chunk * kChunk; g0 < end; g0 += kL) {
+            const int n = static_cast<int>(std::min<int64_t>(kL, end - g0));
+            Lane vm[3] = {Lane{}, Lane{}, Lane{}};
+            bool any_cam = false;
+            if (shared) std::fill(vco, vco + nb * 3 * kL, 0.f);
             for (int64_t c = 0; c < C; ++c) {
-                const int64_t idx = c * N + g;
-                float *vco = v_coeffs + (shared ? g : idx) * a.K * 3;
-                if (!shared) std::fill(vco, vco + a.K * 3, 0.f);
-                if (!visible(a.radii, idx)) continue;
+                const int64_t idx0 = c * N + g0;
+                if (!block_dirs(a, c, g0, n, &d)) {
+                    if (!shared) std::fill(v_coeffs + idx0 * KK, v_coeffs + (idx0 + n) * KK, 0.f);
+                    continue;
+                }
+                any_cam = true;
                 // clamp at 0: gradient only where the colour is positive
-                float vc[3];
-                for (int ch = 0; ch < 3; ++ch) vc[ch] = colors[3 * idx + ch] > 0.f ? v_colors[3 * idx + ch] : 0.f;
-                Dir d = unit_dir(a.means + 3 * g, a.campos + 3 * c);
-                Dual b[25];
-                sh_bases<Dual>(a.degree, Dual{d.x, 1.f, 0.f, 0.f}, Dual{d.y, 0.f, 1.f, 0.f},
-                               Dual{d.z, 0.f, 0.f, 1.f}, b);
-                const float *co = a.coeffs + c * a.coeffs_cam_stride + g * a.K * 3;
-                float vn[3] = {0.f, 0.f, 0.f};  // gradient w.r.t. the unit direction
-                for (int k = 0; k < nb; ++k) {
-                    float w = 0.f;
-                    for (int ch = 0; ch < 3; ++ch) {
-                        vco[k * 3 + ch] += b[k].v * vc[ch];
-                        w += co[k * 3 + ch] * vc[ch];
+                for (int ch = 0; ch < 3; ++ch)
+                    for (int j = 0; j < kL; ++j) {
+                        const int64_t i3 = 3 * (idx0 + j) + ch;
+                        vc[ch * kL + j] = d.vis[j] && colors[i3] > 0.f ? v_colors[i3] : 0.f;
                     }
+                const Lane one = Lane{} + 1.f, zero = Lane{};
+                Dual<Lane> b[kMaxBases];
+                sh_bases<Dual<Lane>>(a.degree, Dual<Lane>{load(d.x), one, zero, zero},
+                                     Dual<Lane>{load(d.y), zero, one, zero}, Dual<Lane>{load(d.z), zero, zero, one},
+                                     b);
+                to_lanes(a.coeffs + c * a.coeffs_cam_stride + g0 * KK, KK, n, nb * 3, co);
+                if (!shared) std::fill(vco, vco + nb * 3 * kL, 0.f);
+                const Lane vc0 = load(vc), vc1 = load(vc + kL), vc2 = load(vc + 2 * kL);
+                Lane vn[3] = {Lane{}, Lane{}, Lane{}};  // gradient w.r.t. the unit direction
+                for (int k = 0; k < nb; ++k) {
+                    float *o = vco + k * 3 * kL;
+                    const float *ci = co + k * 3 * kL;
+                    store(o, load(o) + b[k].v * vc0);
+                    store(o + kL, load(o + kL) + b[k].v * vc1);
+                    store(o + 2 * kL, load(o + 2 * kL) + b[k].v * vc2);
+                    Lane w = Lane{};
+                    w += load(ci) * vc0;
+                    w += load(ci + kL) * vc1;
+                    w += load(ci + 2 * kL) * vc2;
                     vn[0] += w * b[k].dx;
                     vn[1] += w * b[k].dy;
                     vn[2] += w * b[k].dz;
                 }
+                if (!shared) from_lanes(vco, nb * 3, KK, n, v_coeffs + idx0 * KK);
                 // through the normalisation: (I - n n^T) / |dir|
-                float dot = vn[0] * d.x + vn[1] * d.y + vn[2] * d.z;
-                float vd[3] = {(vn[0] - dot * d.x) * d.inv_norm, (vn[1] - dot * d.y) * d.inv_norm,
-                               (vn[2] - dot * d.z) * d.inv_norm};
-                for (int i = 0; i < 3; ++i) {
-                    vm[i] += vd[i];
-                    cb[c * 3 + i] -= vd[i];
-                }
+                const Lane x = load(d.x), y = load(d.y), z = load(d.z), inv = load(d.inv);
+                const Lane dot = vn[0] * x + vn[1] * y + vn[2] * z;
+                alignas(64) float vd[3][kL];
+                store(vd[0], (vn[0] - dot * x) * inv);
+                store(vd[1], (vn[1] - dot * y) * inv);
+                store(vd[2], (vn[2] - dot * z) * inv);
+                for (int j = 0; j < kL; ++j)
+                    for (int i = 0; i < 3; ++i) {
+                        if (d.vis[j])
+                            cb[c * 3 + i] -= vd[i][j];
+                        else
+                            vd[i][j] = 0.f;  // even from non-finite coefficients of a culled Gaussian
+                    }
+                for (int i = 0; i < 3; ++i) vm[i] += load(vd[i]);
             }
-            for (int i = 0; i < 3; ++i) v_means[3 * g + i] = vm[i];
+            if (shared) {
+                if (any_cam)
+                    from_lanes(vco, nb * 3, KK, n, v_coeffs + g0 * KK);
+                else
+                    std::fill(v_coeffs + g0 * KK, v_coeffs + (g0 + n) * KK, 0.f);
+            }
+            alignas(64) float vms[3][kL];
+            for (int i = 0; i < 3; ++i) store(vms[i], vm[i]);
+            for (int j = 0; j < n; ++j)
+                for (int i = 0; i < 3; ++i) v_means[3 * (g0 + j) + i] = vms[i][j];
         }
         std::copy(cb.begin(), cb.end(), cam_buf.begin() + chunk * C * 3);
     }; });

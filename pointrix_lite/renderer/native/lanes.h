@@ -1,0 +1,116 @@
+// Per-Gaussian stages (sh.cpp, projection.cpp) on blocks of kL consecutive
+// Gaussians, one per SIMD lane (simd.h's 16-lane vf; kL = 1, plain float,
+// under PLR_SCALAR). Lane code spells out the scalar formula step by step
+// (no FMA contraction: -ffp-contract=off), so every lane width gives
+// bit-identical results. Inputs are [N, len] rows (AoS); a block is
+// transposed into lane-major scratch on the way in and out.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "simd.h"
+
+namespace plr {
+
+#if defined(PLR_HAVE_VEC)
+typedef vf Lane;
+constexpr int kL = kLanes;
+static_assert(kL == 16, "transpose16 below");
+#else
+typedef float Lane;
+constexpr int kL = 1;
+#endif
+
+static inline Lane load(const float *p) {
+    Lane v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+}
+static inline void store(float *p, Lane v) { std::memcpy(p, &v, sizeof(v)); }
+// s in every lane (-0.f stays -0.f, unlike vf{} + s)
+static inline Lane bcast(float s) {
+    alignas(64) float t[kL];
+    for (int j = 0; j < kL; ++j) t[j] = s;
+    return load(t);
+}
+// std::min / std::max lane by lane (same operand order, so NaNs and signed zeros match)
+template <class T>
+static inline T lmin(T a, T b) { return b < a ? b : a; }
+template <class T>
+static inline T lmax(T a, T b) { return a < b ? b : a; }
+// correctly rounded, so identical to std::sqrt in every lane
+static inline Lane lsqrt(Lane x) {
+    alignas(64) float t[kL];
+    store(t, x);
+    for (int j = 0; j < kL; ++j) t[j] = std::sqrt(t[j]);
+    return load(t);
+}
+
+#if defined(PLR_HAVE_VEC)
+// In-register 16x16 transpose: log2(16) stages, each swapping the off-diagonal
+// k x k blocks of every 2k x 2k block (two-source shuffles).
+static inline void transpose16(Lane r[16]) {
+#define PLR_STAGE(K, ...)                                                                                      \
+    for (int i = 0; i < 16; ++i)                                                                               \
+        if (!(i & K)) {                                                                                        \
+            Lane a = r[i], b = r[i + K];                                                                       \
+            r[i] = __builtin_shufflevector(a, b, __VA_ARGS__);                                                 \
+            r[i + K] = __builtin_shufflevector(a, b, PLR_HI_##K);                                              \
+        }
+#define PLR_HI_8 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
+#define PLR_HI_4 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
+#define PLR_HI_2 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
+#define PLR_HI_1 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
+    PLR_STAGE(8, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)
+    PLR_STAGE(4, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27)
+    PLR_STAGE(2, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29)
+    PLR_STAGE(1, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30)
+#undef PLR_STAGE
+#undef PLR_HI_8
+#undef PLR_HI_4
+#undef PLR_HI_2
+#undef PLR_HI_1
+}
+#endif
+
+// dst[m * kL + j] = src[j * stride + m] for m < len, j < n (other lanes 0).
+static inline void to_lanes(const float *__restrict src, int64_t stride, int n, int len, float *__restrict dst) {
+    int m0 = 0;
+#if defined(PLR_HAVE_VEC)
+    if (n == kL)
+        for (; m0 + kL <= len; m0 += kL) {
+            Lane r[kL];
+            for (int j = 0; j < kL; ++j) r[j] = load(src + j * stride + m0);
+            transpose16(r);
+            for (int i = 0; i < kL; ++i) store(dst + (m0 + i) * kL, r[i]);
+        }
+#endif
+    if (m0 == len) return;
+    if (n < kL) std::fill(dst + m0 * kL, dst + len * kL, 0.f);
+    for (int j = 0; j < n; ++j)
+        for (int m = m0; m < len; ++m) dst[m * kL + j] = src[j * stride + m];
+}
+
+// dst[j * stride + m] = src[m * kL + j] for m < len, 0 for len <= m < stride.
+static inline void from_lanes(const float *__restrict src, int len, int64_t stride, int n, float *__restrict dst) {
+    int m0 = 0;
+#if defined(PLR_HAVE_VEC)
+    if (n == kL)
+        for (; m0 + kL <= len; m0 += kL) {
+            Lane r[kL];
+            for (int i = 0; i < kL; ++i) r[i] = load(src + (m0 + i) * kL);
+            transpose16(r);
+            for (int j = 0; j < kL; ++j) store(dst + j * stride + m0, r[j]);
+        }
+#endif
+    for (int j = 0; j < n; ++j) {
+        float *row = dst + j * stride;
+        for (int m = m0; m < len; ++m) row[m] = src[m * kL + j];
+        std::fill(row + len, row + stride, 0.f);
+    }
+}
+
+}  // namespace plr
