@@ -103,7 +103,9 @@ class ViserProtocolClient:
             inner = zstandard.ZstdDecompressor().decompress(raw[16 : 16 + csize], max_output_size=size)
             yield from msgspec.msgpack.decode(inner)["messages"]
 
-    def wait_image(self, size: tuple[int, int], timeout: float = 30.0) -> np.ndarray:
+    # 90 s: the first frame of a fresh view.py process imports torch and loads the extension; on 2 cores
+    # busy with compiles that took over 30 s once. A healthy run answers in under a second.
+    def wait_image(self, size: tuple[int, int], timeout: float = 90.0) -> np.ndarray:
         """The first background image of ``size`` (width, height) the server sends, as [H, W, 3] uint8."""
         seen = []
         for msg in self.messages(timeout):
