@@ -115,19 +115,19 @@ class SHColors(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, means: Tensor, campos: Tensor, coeffs: Tensor, radii: Tensor, degree: int) -> Tensor:  # type: ignore[override]
-        coeffs4 = coeffs[None].expand(campos.shape[0], *coeffs.shape) if coeffs.dim() == 3 else coeffs
+        if coeffs.dim() == 3:
+            # camera stride 0 for every C (expand keeps a size-1 dim's stride), so the kernel sees
+            # shared coefficients and returns their gradient as [N,K,3], summed over cameras
+            coeffs4 = coeffs.as_strided((campos.shape[0], *coeffs.shape), (0, *coeffs.stride()))
+        else:
+            coeffs4 = coeffs
         colors = _ext().sh_fwd(degree, means, campos, coeffs4, radii)
         ctx.save_for_backward(means, campos, coeffs4, radii, colors)
         ctx.degree = degree
-        ctx.shared = coeffs.dim() == 3
         return colors
 
     @staticmethod
     def backward(ctx: Any, v_colors: Tensor) -> tuple[Optional[Tensor], ...]:  # type: ignore[override]
         means, campos, coeffs4, radii, colors = ctx.saved_tensors
         v_coeffs, v_means, v_campos = _ext().sh_bwd(ctx.degree, means, campos, coeffs4, radii, colors, v_colors.contiguous())
-        if v_coeffs.dim() == 4 and coeffs4.stride(0) != 0 and ctx.shared:
-            # one camera: [N,K,3][None] keeps a non-zero camera stride, so the kernel wrote
-            # [1,N,K,3]; a view, not autograd's sum_to (a fresh zero-filled [N,K,3] per step)
-            v_coeffs = v_coeffs[0]
         return v_means, v_campos, v_coeffs, None, None
