@@ -43,6 +43,19 @@ def _blur(x: Tensor, g: Tensor, pad: int) -> Tensor:
     return F.conv2d(x, g.view(1, 1, 1, k).expand(m, 1, 1, k), padding=(0, pad), groups=m)
 
 
+def _check_inputs(img1: Tensor, img2: Tensor, padding: str, window_size: int) -> None:
+    """ValueError unless both images are [B,H,W,C] of one shape and fit a "valid" window."""
+    if img1.shape != img2.shape or img1.dim() != 4:
+        raise ValueError(f"ssim expects two [B,H,W,C] images of equal shape, got {tuple(img1.shape)} and {tuple(img2.shape)}")
+    if padding == "valid" and min(img1.shape[1:3]) < window_size:
+        raise ValueError(f"ssim padding='valid' needs images of at least {window_size}x{window_size}, got {tuple(img1.shape[1:3])}")
+
+
+def _stability_constants(data_range: float) -> tuple[float, float]:
+    """SSIM's C1, C2 = (0.01 L)^2, (0.03 L)^2 for data range L."""
+    return (_C1_FACTOR * data_range) ** 2, (_C2_FACTOR * data_range) ** 2
+
+
 def ssim_map(
     img1: Tensor,
     img2: Tensor,
@@ -63,10 +76,7 @@ def ssim_map(
     Returns:
         SSIM map ``[B,C,H',W']`` with ``H' = H - window_size + 1`` for "valid", ``H`` for "same".
     """
-    if img1.shape != img2.shape or img1.dim() != 4:
-        raise ValueError(f"ssim expects two [B,H,W,C] images of equal shape, got {tuple(img1.shape)} and {tuple(img2.shape)}")
-    if padding == "valid" and min(img1.shape[1:3]) < window_size:
-        raise ValueError(f"ssim padding='valid' needs images of at least {window_size}x{window_size}, got {tuple(img1.shape[1:3])}")
+    _check_inputs(img1, img2, padding, window_size)
     x = img1.permute(0, 3, 1, 2).float()
     y = img2.permute(0, 3, 1, 2).float()
     c = x.shape[1]
@@ -77,8 +87,7 @@ def ssim_map(
     mu_x, mu_y, e_xx, e_yy, e_xy = moments.split(c, dim=1)
     mu_xx, mu_yy, mu_xy = mu_x * mu_x, mu_y * mu_y, mu_x * mu_y
     var_x, var_y, cov_xy = e_xx - mu_xx, e_yy - mu_yy, e_xy - mu_xy
-    c1 = (_C1_FACTOR * data_range) ** 2
-    c2 = (_C2_FACTOR * data_range) ** 2
+    c1, c2 = _stability_constants(data_range)
     return ((2 * mu_xy + c1) * (2 * cov_xy + c2)) / ((mu_xx + mu_yy + c1) * (var_x + var_y + c2))
 
 
@@ -103,11 +112,7 @@ def ssim(
         from .ssim_native import native_applies, ssim_native
 
         if backend == "native" or native_applies(img1, img2, window_size):
-            if padding == "valid" and min(img1.shape[1:3]) < window_size:
-                raise ValueError(
-                    f"ssim padding='valid' needs images of at least {window_size}x{window_size}, got {tuple(img1.shape[1:3])}"
-                )
-            g = gaussian_window_1d(window_size, sigma)
-            c1, c2 = (_C1_FACTOR * data_range) ** 2, (_C2_FACTOR * data_range) ** 2
-            return ssim_native(img1, img2, g, c1, c2, padding == "valid")
+            _check_inputs(img1, img2, padding, window_size)
+            c1, c2 = _stability_constants(data_range)
+            return ssim_native(img1, img2, gaussian_window_1d(window_size, sigma), c1, c2, padding == "valid")
     return ssim_map(img1, img2, padding, window_size, sigma, data_range).mean()
