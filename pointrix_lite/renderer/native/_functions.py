@@ -70,7 +70,7 @@ class ProjectGaussians(torch.autograd.Function):
 class RasterizePixels(torch.autograd.Function):
     """Front-to-back alpha compositing of binned 2D Gaussians -> colors [C,H,W,D], alphas [C,H,W,1].
 
-    ``bins`` = (tile_offsets, flatten_ids, gauss_offsets, pos_by_gauss) from ``bin_tiles``.
+    ``bins`` = (tile_offsets, flatten_ids, gauss_offsets, slot_by_pos) from ``bin_tiles``.
     ``stats`` (a dict) receives ``n_evaluations``: (Gaussian, pixel) alpha evaluations done.
     """
 

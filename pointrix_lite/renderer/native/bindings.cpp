@@ -125,7 +125,8 @@ std::vector<Tensor> project_bwd(const Tensor &means, const Tensor &quats, const 
     return {v_means, v_quats, v_scales, v_viewmats};
 }
 
-// Returns tile_offsets [C*tiles+1], flatten_ids [n], gauss_offsets [C*N+1], pos_by_gauss [n].
+// Returns tile_offsets [C*tiles+1], flatten_ids [n], gauss_offsets [C*N+1], slot_by_pos [n]
+// (each intersection's index in Gaussian-major order, where the backward writes its gradient row).
 std::vector<Tensor> bin_tiles(const Tensor &means2d, const Tensor &radii, const Tensor &depths,
                               const Tensor &conics, const Tensor &opacities, int64_t width,
                               int64_t height, int64_t tile_size) {
@@ -163,10 +164,10 @@ std::vector<Tensor> bin_tiles(const Tensor &means2d, const Tensor &radii, const 
     TORCH_CHECK(n < std::numeric_limits<int32_t>::max(), "too many tile intersections: ", n);
     Tensor tile_offsets = at::empty({a.C * a.tile_w * a.tile_h + 1}, i32);
     Tensor flatten_ids = at::empty({n}, i32);
-    Tensor pos_by_gauss = at::empty({n}, i32);
+    Tensor slot_by_pos = at::empty({n}, i32);
     plr::bin_fill(a, gauss_offsets.data_ptr<int32_t>(), tile_offsets.data_ptr<int32_t>(),
-                  flatten_ids.data_ptr<int32_t>(), pos_by_gauss.data_ptr<int32_t>());
-    return {tile_offsets, flatten_ids, gauss_offsets, pos_by_gauss};
+                  flatten_ids.data_ptr<int32_t>(), slot_by_pos.data_ptr<int32_t>());
+    return {tile_offsets, flatten_ids, gauss_offsets, slot_by_pos};
 }
 
 plr::RasterArgs raster_args(const Tensor &means2d, const Tensor &conics, const Tensor &colors,
@@ -238,14 +239,14 @@ std::vector<Tensor> raster_bwd(const Tensor &means2d, const Tensor &conics, cons
                                const Tensor &opacities, const Tensor &backgrounds, int64_t width,
                                int64_t height, int64_t tile_size, const Tensor &tile_offsets,
                                const Tensor &flatten_ids, const Tensor &gauss_offsets,
-                               const Tensor &pos_by_gauss, const Tensor &T_final,
+                               const Tensor &slot_by_pos, const Tensor &T_final,
                                const Tensor &last_ids, const Tensor &contrib,
                                const Tensor &v_colors_px,
                                const Tensor &v_alphas_px, bool absgrad) {
     auto a = raster_args(means2d, conics, colors, opacities, backgrounds, width, height, tile_size,
                          tile_offsets, flatten_ids);
     check_i32(gauss_offsets, "gauss_offsets");
-    check_i32(pos_by_gauss, "pos_by_gauss");
+    check_i32(slot_by_pos, "slot_by_pos");
     check_i32(last_ids, "last_ids");
     check_i32(contrib, "contrib");
     TORCH_CHECK(contrib.numel() == flatten_ids.numel(), "contrib must have one entry per intersection");
@@ -263,7 +264,7 @@ std::vector<Tensor> raster_bwd(const Tensor &means2d, const Tensor &conics, cons
     Tensor v_abs = absgrad ? at::empty({a.C, a.N, 2}, f) : at::empty({0}, f);
     plr::raster_bwd(a, T_final.data_ptr<float>(), last_ids.data_ptr<int32_t>(), contrib.data_ptr<int32_t>(),
                     v_colors_px.data_ptr<float>(), v_alphas_px.data_ptr<float>(),
-                    gauss_offsets.data_ptr<int32_t>(), pos_by_gauss.data_ptr<int32_t>(),
+                    gauss_offsets.data_ptr<int32_t>(), slot_by_pos.data_ptr<int32_t>(),
                     v_means2d.data_ptr<float>(), v_conics.data_ptr<float>(),
                     v_colors.data_ptr<float>(), v_opac.data_ptr<float>(),
                     absgrad ? v_abs.data_ptr<float>() : nullptr);

@@ -131,7 +131,7 @@ inline void for_each_hit(const BinArgs &a, int64_t idx, const BoxHits &h, F &&f)
 // A box record in depth order, with what the fill pass needs of its Gaussian.
 struct Sorted {
     BoxHits h;
-    int32_t idx, slot;  // c*N + g, its first pos_by_gauss entry
+    int32_t idx, slot;  // c*N + g, its first Gaussian-major slot
 };
 
 // Stable LSD radix sort of n (float-bits key, id) pairs in place, k2/i2 being
@@ -176,7 +176,7 @@ int64_t bin_count(const BinArgs &a, int32_t *gauss_offsets) {
 }
 
 void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offsets,
-              int32_t *flatten_ids, int32_t *pos_by_gauss) {
+              int32_t *flatten_ids, int32_t *slot_by_pos) {
     const int64_t C = a.C, N = a.N;
     const int64_t tiles = static_cast<int64_t>(a.tile_w) * a.tile_h;
 
@@ -247,15 +247,13 @@ void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offs
         int32_t *cur = counts.data() + static_cast<size_t>(k) * C * tiles;
         const int64_t end = chunk_begin(k + 1);
         for (int64_t s = chunk_begin(k); s < end; ++s) {
-            // pos_by_gauss is Gaussian-major: each record writes somewhere else
-            if (s + kAhead < end) __builtin_prefetch(pos_by_gauss + sorted[s + kAhead].slot, 1);
             const Sorted &o = sorted[s];
             const int64_t base = (o.idx / N) * tiles;
             int32_t slot = o.slot;
             for_each_hit(a, o.idx, o.h, [&](int x, int y) {
                 int32_t pos = cur[base + y * a.tile_w + x]++;
                 flatten_ids[pos] = o.idx;
-                pos_by_gauss[slot++] = pos;
+                slot_by_pos[pos] = slot++;
             });
         }
     }; });

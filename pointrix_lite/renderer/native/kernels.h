@@ -60,11 +60,12 @@ struct BinArgs {
 // [C*N+1]); returns the number of intersections.
 int64_t bin_count(const BinArgs &a, int32_t *gauss_offsets);
 // Pass 2: tile_offsets [C*tiles+1], flatten_ids [n] (c*N+g) in tile-major,
-// depth-sorted order, and pos_by_gauss [n]: for (c,g)'s k-th intersection
-// (gauss-major), its position in flatten_ids (used to reduce gradients
-// without atomics).
+// depth-sorted order, and slot_by_pos [n]: for each entry of flatten_ids, its
+// index in Gaussian-major order ((c,g)'s k-th intersection is at
+// gauss_offsets[c*N+g] + k). The backward writes each intersection's gradient
+// row there, so the per-Gaussian sums read contiguous rows, without atomics.
 void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offsets,
-              int32_t *flatten_ids, int32_t *pos_by_gauss);
+              int32_t *flatten_ids, int32_t *slot_by_pos);
 
 struct RasterArgs {
     int64_t C, N;
@@ -95,11 +96,11 @@ int64_t raster_fwd(const RasterArgs &a, float *out_colors /*[C,H,W,D]*/,
                    float *out_alphas /*[C,H,W]*/, float *out_T /*[C,H,W]*/,
                    int32_t *last_ids /*[C,H,W] tile-local, -1 none*/, int32_t *contrib);
 
-// Per-intersection gradients, reduced per Gaussian through pos_by_gauss.
+// Per-intersection gradient rows at slot_by_pos, summed per Gaussian in slot order.
 // Outputs are [C,N,...] and fully overwritten; v_means2d_abs nullable.
 void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_ids, const int32_t *contrib,
                 const float *v_colors_px /*[C,H,W,D] strided*/, const float *v_alphas_px /*[C,H,W,1] strided*/,
-                const int32_t *gauss_offsets, const int32_t *pos_by_gauss,
+                const int32_t *gauss_offsets, const int32_t *slot_by_pos,
                 float *v_means2d, float *v_conics, float *v_colors, float *v_opacities,
                 float *v_means2d_abs);
 

@@ -1,9 +1,11 @@
 // Backward of the alpha compositing (gsplat RasterizeToPixels3DGSBwd.cu):
 // each pixel walks its Gaussians back to front from the forward's last index,
 // recovering T by dividing by (1 - alpha) from the saved final T. Threads own
-// tiles and write one gradient row per intersection; a second pass sums each
-// Gaussian's rows in a fixed order, so there are no atomics and results do not
-// depend on the thread count.
+// tiles and write one gradient row per intersection, at its Gaussian-major
+// slot (binning's slot_by_pos); a second pass sums each Gaussian's contiguous
+// rows in a fixed order, so there are no atomics and results do not depend on
+// the thread count. (Rows in tile order made that pass gather them from all
+// over memory, which cost more than an eighth of the backward.)
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -23,8 +25,8 @@ struct BwdWorker {
     const RasterArgs &a;
     const Packed *packed;
     const float *T_final, *v_px, *va_px;
-    const int32_t *last_ids;
-    float *rows;  // [n_isects, K]
+    const int32_t *last_ids, *slots;
+    float *rows;  // [n_isects, K], Gaussian-major
     const int K;
     const bool absgrad;
     const int TS = TS_ ? TS_ : a.tile_size;
@@ -34,8 +36,8 @@ struct BwdWorker {
     std::vector<int32_t> last, row_max;
 
     BwdWorker(const RasterArgs &a_, const Packed *pk, const float *tf, const float *vp, const float *vap,
-              const int32_t *li, float *rw, int k, bool ag)
-        : a(a_), packed(pk), T_final(tf), v_px(vp), va_px(vap), last_ids(li), rows(rw), K(k), absgrad(ag),
+              const int32_t *li, const int32_t *sl, float *rw, int k, bool ag)
+        : a(a_), packed(pk), T_final(tf), v_px(vp), va_px(vap), last_ids(li), slots(sl), rows(rw), K(k), absgrad(ag),
           T(TS * TS), buf(static_cast<size_t>(D) * TS * TS), vc(static_cast<size_t>(D) * TS * TS),
           tfa(TS * TS), lane(static_cast<size_t>(8 + D) * TS), last(TS * TS), row_max(TS) {}
 
@@ -45,8 +47,8 @@ struct BwdWorker {
         const TileInfo ti = tile_info(a, t);
         const int64_t n = ti.end - ti.begin;
         if (n == 0) return;
-        float *out = rows + ti.begin * K;
-        std::fill(out, out + n * K, 0.f);
+        const int32_t *sl = slots + ti.begin;
+        for (int64_t i = 0; i < n; ++i) std::fill_n(rows + static_cast<int64_t>(sl[i]) * K, K, 0.f);
         if (ti.w <= 0 || ti.h <= 0) return;
         const int TS = TS_ ? TS_ : a.tile_size;
         const int P = TS * TS;
@@ -133,7 +135,7 @@ struct BwdWorker {
                 }
             }
             if (!touched) continue;
-            float *o = out + i * K;
+            float *o = rows + static_cast<int64_t>(sl[i]) * K;
             auto hsum = [&](const float *v) {
                 float s = 0.f;
                 for (int j = 0; j < TS; ++j) s += v[j];
@@ -161,8 +163,8 @@ struct BwdWorkerVec {
     const RasterArgs &a;
     const Packed *packed;
     const float *T_final, *v_px, *va_px;
-    const int32_t *last_ids, *contrib;
-    float *rows;
+    const int32_t *last_ids, *contrib, *slots;
+    float *rows;  // [n_isects, K], Gaussian-major
     const int K;
     const bool absgrad;
     const int D = D_ ? D_ : a.D;
@@ -173,8 +175,8 @@ struct BwdWorkerVec {
     int32_t row_max[kLanes];
 
     BwdWorkerVec(const RasterArgs &a_, const Packed *pk, const float *tf, const float *vp, const float *vap,
-                 const int32_t *li, const int32_t *cm, float *rw, int k, bool ag)
-        : a(a_), packed(pk), T_final(tf), v_px(vp), va_px(vap), last_ids(li), contrib(cm), rows(rw), K(k),
+                 const int32_t *li, const int32_t *cm, const int32_t *sl, float *rw, int k, bool ag)
+        : a(a_), packed(pk), T_final(tf), v_px(vp), va_px(vap), last_ids(li), contrib(cm), slots(sl), rows(rw), K(k),
           absgrad(ag),
           T(kLanes), buf(static_cast<size_t>(D) * kLanes), vc(static_cast<size_t>(D) * kLanes),
           tfa(kLanes), gcol(D), last(kLanes) {}
@@ -185,9 +187,14 @@ struct BwdWorkerVec {
         const TileInfo ti = tile_info(a, t);
         const int64_t n = ti.end - ti.begin;
         if (n == 0) return;
-        // rows of pairs that contributed nowhere (contrib 0) stay unwritten: the reduction skips them
-        float *out = rows + ti.begin * K;
-        if (ti.w <= 0 || ti.h <= 0) return;
+        // every pair's row is written (zeros where it contributed nowhere), so
+        // the reduction needs no look-up of contrib
+        const int32_t *sl = slots + ti.begin;
+        const int32_t *cm = contrib + ti.begin;
+        auto zero_rows = [&](int64_t from, int64_t to) {
+            for (int64_t i = from; i < to; ++i) std::fill_n(rows + static_cast<int64_t>(sl[i]) * K, K, 0.f);
+        };
+        if (ti.w <= 0 || ti.h <= 0) return zero_rows(0, n);
         const float *bg = a.backgrounds ? a.backgrounds + ti.cam * D : nullptr;
         int32_t max_last = -1;
         for (int r = 0; r < kLanes; ++r) {
@@ -213,9 +220,9 @@ struct BwdWorkerVec {
             }
             max_last = std::max(max_last, row_max[r]);
         }
+        zero_rows(max_last + 1, n);  // behind every pixel's last Gaussian
         if (max_last < 0) return;
         gather_tile(a, packed, ti, recs, cols, Spans::kNone);
-        const int32_t *cm = contrib + ti.begin;
         vf iota;
         for (int j = 0; j < kLanes; ++j) iota[j] = static_cast<float>(j);
         const vf px = iota + (static_cast<float>(ti.x0) + 0.5f);
@@ -224,7 +231,13 @@ struct BwdWorkerVec {
             // only the rows where the forward blended this Gaussian: in the
             // others no lane is valid and every gradient term is exactly zero
             uint32_t rows_used = static_cast<uint32_t>(cm[i]);
-            if (rows_used == 0) continue;
+            float *o = rows + static_cast<int64_t>(sl[i]) * K;
+            // the rows land all over memory: ask for the lines a few pairs ahead
+            if (i >= 6) __builtin_prefetch(rows + static_cast<int64_t>(sl[i - 6]) * K, 1);
+            if (rows_used == 0) {
+                std::fill_n(o, K, 0.f);
+                continue;
+            }
             const GaussRec g = recs[i];
             const float *col = cols.data() + static_cast<int64_t>(i) * D;
             const RowGauss rg = row_gauss(g.x, g.a, g.b, g.c, px);
@@ -267,7 +280,6 @@ struct BwdWorkerVec {
                 go = fmadd(sel(inner, vis, vf{}), v_alpha, go);
                 T[r] = sel(valid, Tn, T[r]);
             }
-            float *o = out + static_cast<int64_t>(i) * K;
             o[kXY] = hsum(gx);
             o[kXY + 1] = hsum(gy);
             o[kConic] = hsum(gca);
@@ -286,25 +298,25 @@ struct BwdWorkerVec {
 
 template <int TS_, int D_>
 void run(const RasterArgs &a, const float *tf, const float *vp, const float *vap, const int32_t *li,
-         const int32_t *cm, float *rows, int K, bool absgrad) {
+         const int32_t *cm, const int32_t *sl, float *rows, int K, bool absgrad) {
     const int64_t n_tiles = a.C * a.tile_w * a.tile_h;
     const std::vector<Packed> packed = pack_gaussians(a);
 #ifdef PLR_HAVE_VEC
     if (TS_ == kLanes)
-        for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorkerVec<D_>(a, packed.data(), tf, vp, vap, li, cm, rows, K, absgrad); });
+        for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorkerVec<D_>(a, packed.data(), tf, vp, vap, li, cm, sl, rows, K, absgrad); });
     else
 #endif
-        for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorker<TS_, D_>(a, packed.data(), tf, vp, vap, li, rows, K, absgrad); });
+        for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorker<TS_, D_>(a, packed.data(), tf, vp, vap, li, sl, rows, K, absgrad); });
 }
 
 template <int TS_>
 void run_d(const RasterArgs &a, const float *tf, const float *vp, const float *vap, const int32_t *li,
-           const int32_t *cm, float *rows, int K, bool absgrad) {
+           const int32_t *cm, const int32_t *sl, float *rows, int K, bool absgrad) {
     switch (a.D) {
-        case 1: return run<TS_, 1>(a, tf, vp, vap, li, cm, rows, K, absgrad);
-        case 3: return run<TS_, 3>(a, tf, vp, vap, li, cm, rows, K, absgrad);
-        case 4: return run<TS_, 4>(a, tf, vp, vap, li, cm, rows, K, absgrad);
-        default: return run<TS_, 0>(a, tf, vp, vap, li, cm, rows, K, absgrad);
+        case 1: return run<TS_, 1>(a, tf, vp, vap, li, cm, sl, rows, K, absgrad);
+        case 3: return run<TS_, 3>(a, tf, vp, vap, li, cm, sl, rows, K, absgrad);
+        case 4: return run<TS_, 4>(a, tf, vp, vap, li, cm, sl, rows, K, absgrad);
+        default: return run<TS_, 0>(a, tf, vp, vap, li, cm, sl, rows, K, absgrad);
     }
 }
 
@@ -312,7 +324,7 @@ void run_d(const RasterArgs &a, const float *tf, const float *vp, const float *v
 
 void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_ids, const int32_t *contrib,
                 const float *v_colors_px, const float *v_alphas_px, const int32_t *gauss_offsets,
-                const int32_t *pos_by_gauss, float *v_means2d, float *v_conics, float *v_colors,
+                const int32_t *slot_by_pos, float *v_means2d, float *v_conics, float *v_colors,
                 float *v_opacities, float *v_means2d_abs) {
     const bool absgrad = v_means2d_abs != nullptr;
     const int D = a.D;
@@ -320,12 +332,11 @@ void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_i
     const int64_t n_isects = a.tile_offsets[a.C * a.tile_w * a.tile_h];
     std::unique_ptr<float[]> rows(new float[static_cast<size_t>(n_isects) * K]);  // no zero fill
     if (a.tile_size == 16)
-        run_d<16>(a, T_final, v_colors_px, v_alphas_px, last_ids, contrib, rows.get(), K, absgrad);
+        run_d<16>(a, T_final, v_colors_px, v_alphas_px, last_ids, contrib, slot_by_pos, rows.get(), K, absgrad);
     else
-        run_d<0>(a, T_final, v_colors_px, v_alphas_px, last_ids, contrib, rows.get(), K, absgrad);
+        run_d<0>(a, T_final, v_colors_px, v_alphas_px, last_ids, contrib, slot_by_pos, rows.get(), K, absgrad);
 
     const int64_t total = a.C * a.N;
-    const int32_t total_isects = static_cast<int32_t>(n_isects);
     parallel_chunks(total, 4096, a.nthreads, [&](int64_t begin, int64_t end) {
     for (int64_t idx = begin; idx < end; ++idx) {
         float s[kColor + 2 + 64];
@@ -336,17 +347,10 @@ void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_i
             acc = big.data();
         }
         for (int q = 0; q < K; ++q) acc[q] = 0.f;
-        const int32_t e_end = gauss_offsets[idx + 1];
-        for (int32_t e = gauss_offsets[idx]; e < e_end; ++e) {
-            // rows lie in tile order, read here in Gaussian order: request a few ahead
-            if (e + 6 < total_isects) {
-                __builtin_prefetch(contrib + pos_by_gauss[e + 6]);
-                __builtin_prefetch(rows.get() + static_cast<int64_t>(pos_by_gauss[e + 6]) * K);
-            }
-            if (contrib[pos_by_gauss[e]] == 0) continue;  // an all-zero row: skipping it changes no bit
-            const float *row = rows.get() + static_cast<int64_t>(pos_by_gauss[e]) * K;
+        const float *row = rows.get() + static_cast<int64_t>(gauss_offsets[idx]) * K;
+        const float *row_end = rows.get() + static_cast<int64_t>(gauss_offsets[idx + 1]) * K;
+        for (; row != row_end; row += K)
             for (int q = 0; q < K; ++q) acc[q] += row[q];
-        }
         v_means2d[2 * idx] = acc[kXY];
         v_means2d[2 * idx + 1] = acc[kXY + 1];
         for (int q = 0; q < 3; ++q) v_conics[3 * idx + q] = acc[kConic + q];
