@@ -157,8 +157,11 @@ struct BwdWorker {
 };
 
 #ifdef PLR_HAVE_VEC
-// Tile size 16: one pixel row is one 16-lane vector.
-template <int D_>
+// Tile size 16, as the forward's 4x4-pixel blocks (TileBlocks). Gaussian-outer,
+// so each Gaussian's gradient stays in registers over its blocks and is
+// reduced once per (Gaussian, tile); only the blocks where the forward blended
+// it (its contribution mask) are visited.
+template <int D_, bool kAbs>
 struct BwdWorkerVec {
     const RasterArgs &a;
     const Packed *packed;
@@ -166,23 +169,20 @@ struct BwdWorkerVec {
     const int32_t *last_ids, *contrib, *slots;
     float *rows;  // [n_isects, K], Gaussian-major
     const int K;
-    const bool absgrad;
     const int D = D_ ? D_ : a.D;
     std::vector<GaussRec> recs;
     std::vector<float> cols;
     std::vector<vf> T, buf, vc, tfa, gcol;
     std::vector<vi> last;
-    int32_t row_max[kLanes];
 
     BwdWorkerVec(const RasterArgs &a_, const Packed *pk, const float *tf, const float *vp, const float *vap,
-                 const int32_t *li, const int32_t *cm, const int32_t *sl, float *rw, int k, bool ag)
+                 const int32_t *li, const int32_t *cm, const int32_t *sl, float *rw, int k)
         : a(a_), packed(pk), T_final(tf), v_px(vp), va_px(vap), last_ids(li), contrib(cm), slots(sl), rows(rw), K(k),
-          absgrad(ag),
-          T(kLanes), buf(static_cast<size_t>(D) * kLanes), vc(static_cast<size_t>(D) * kLanes),
-          tfa(kLanes), gcol(D), last(kLanes) {}
+          T(kLanes), buf(static_cast<size_t>(D) * kLanes), vc(static_cast<size_t>(D) * kLanes), tfa(kLanes), gcol(D),
+          last(kLanes) {}
 
     void operator()(int64_t t) {
-        // locals, so the compiler sees compile-time D / TS when specialised
+        // a local, so the compiler sees a compile-time D when specialised
         const int D = D_ ? D_ : a.D;
         const TileInfo ti = tile_info(a, t);
         const int64_t n = ti.end - ti.begin;
@@ -195,90 +195,85 @@ struct BwdWorkerVec {
             for (int64_t i = from; i < to; ++i) std::fill_n(rows + static_cast<int64_t>(sl[i]) * K, K, 0.f);
         };
         if (ti.w <= 0 || ti.h <= 0) return zero_rows(0, n);
+        const TileBlocks tb(ti);
         const float *bg = a.backgrounds ? a.backgrounds + ti.cam * D : nullptr;
+        const int64_t *cs = a.v_colors_stride, *as = a.v_alphas_stride;
         int32_t max_last = -1;
-        for (int r = 0; r < kLanes; ++r) {
-            row_max[r] = -1;
+        for (int k = 0; k < kLanes; ++k) {
             for (int j = 0; j < kLanes; ++j) {
-                const bool in = r < ti.h && j < ti.w;
-                const int64_t pix = (ti.cam * a.height + ti.y0 + r) * a.width + ti.x0 + j;
-                const int64_t *cs = a.v_colors_stride, *as = a.v_alphas_stride;
-                const int64_t vpix = ti.cam * cs[0] + (ti.y0 + r) * cs[1] + (ti.x0 + j) * cs[2];
-                const int64_t apix = ti.cam * as[0] + (ti.y0 + r) * as[1] + (ti.x0 + j) * as[2];
-                last[r][j] = in ? last_ids[pix] : -1;
-                T[r][j] = in ? T_final[pix] : 0.f;
+                const bool in = tb.inside[k][j] != 0;
+                const int y = ti.y0 + TileBlocks::row(k, j), x = ti.x0 + TileBlocks::col(k, j);
+                const int64_t pix = (ti.cam * a.height + y) * a.width + x;
+                const int64_t vpix = ti.cam * cs[0] + y * cs[1] + x * cs[2];
+                const int64_t apix = ti.cam * as[0] + y * as[1] + x * as[2];
+                last[k][j] = in ? last_ids[pix] : -1;
+                T[k][j] = in ? T_final[pix] : 0.f;
                 float bgdot = 0.f;
-                for (int k = 0; k < D; ++k) {
-                    const float v = in ? v_px[vpix + k * cs[3]] : 0.f;
-                    vc[k * kLanes + r][j] = v;
-                    buf[k * kLanes + r][j] = 0.f;
-                    if (bg) bgdot += bg[k] * v;
+                for (int q = 0; q < D; ++q) {
+                    const float v = in ? v_px[vpix + q * cs[3]] : 0.f;
+                    vc[q * kLanes + k][j] = v;
+                    buf[q * kLanes + k][j] = 0.f;
+                    if (bg) bgdot += bg[q] * v;
                 }
                 // the alpha channel and background see alpha_i through T_final / (1 - alpha_i)
-                tfa[r][j] = in ? T[r][j] * (va_px[apix] - bgdot) : 0.f;
-                row_max[r] = std::max(row_max[r], last[r][j]);
+                tfa[k][j] = in ? T[k][j] * (va_px[apix] - bgdot) : 0.f;
+                max_last = std::max(max_last, last[k][j]);
             }
-            max_last = std::max(max_last, row_max[r]);
         }
         zero_rows(max_last + 1, n);  // behind every pixel's last Gaussian
         if (max_last < 0) return;
         gather_tile(a, packed, ti, recs, cols, Spans::kNone);
-        vf iota;
-        for (int j = 0; j < kLanes; ++j) iota[j] = static_cast<float>(j);
-        const vf px = iota + (static_cast<float>(ti.x0) + 0.5f);
 
         for (int32_t i = max_last; i >= 0; --i) {
-            // only the rows where the forward blended this Gaussian: in the
+            // only the blocks where the forward blended this Gaussian: in the
             // others no lane is valid and every gradient term is exactly zero
-            uint32_t rows_used = static_cast<uint32_t>(cm[i]);
+            uint32_t used = static_cast<uint32_t>(cm[i]);
             float *o = rows + static_cast<int64_t>(sl[i]) * K;
             // the rows land all over memory: ask for the lines a few pairs ahead
             if (i >= 6) __builtin_prefetch(rows + static_cast<int64_t>(sl[i - 6]) * K, 1);
-            if (rows_used == 0) {
+            if (used == 0) {
                 std::fill_n(o, K, 0.f);
                 continue;
             }
             const GaussRec g = recs[i];
             const float *col = cols.data() + static_cast<int64_t>(i) * D;
-            const RowGauss rg = row_gauss(g.x, g.a, g.b, g.c, px);
-            const vf adx = g.a * rg.dx, half_dx2 = 0.5f * rg.dx * rg.dx;
             vf gx{}, gy{}, gax{}, gay{}, gca{}, gcb{}, gcc{}, go{};
-            for (int k = 0; k < D; ++k) gcol[k] = vf{};
-            for (; rows_used; rows_used &= rows_used - 1) {
-                const int r = __builtin_ctz(rows_used);
-                const float dy = g.y - (static_cast<float>(ti.y0 + r) + 0.5f);
-                const vf sigma = row_sigma(rg, dy);
-                const vf vis = exp_neg(-sigma);
+            for (int q = 0; q < D; ++q) gcol[q] = vf{};
+            for (; used; used &= used - 1) {
+                const int k = __builtin_ctz(used);
+                const Falloff f = falloff(g.x, g.y, g.a, g.b, g.c, tb.px[k], tb.py[k]);
+                const vf vis = exp_neg(-f.sigma);
                 const vf e = g.o * vis;
                 const vf alpha = sel(e < kMaxAlpha, e, splat(kMaxAlpha));
-                const vi valid = (last[r] >= i) & (sigma >= 0.f) & (alpha >= kAlphaThreshold);
+                const vi valid = (last[k] >= i) & (f.sigma >= 0.f) & (alpha >= kAlphaThreshold);
                 const vf ra = 1.f / (1.f - alpha);
-                const vf Tn = T[r] * ra;
+                const vf Tn = T[k] * ra;
                 const vf fac = sel(valid, alpha * Tn, vf{});
-                vf v_alpha = tfa[r] * ra;
-                for (int k = 0; k < D; ++k) {
-                    vf &bk = buf[k * kLanes + r];
-                    const vf vk = vc[k * kLanes + r];
-                    v_alpha = fmadd(col[k] * Tn - bk * ra, vk, v_alpha);
-                    gcol[k] = fmadd(fac, vk, gcol[k]);
-                    bk = fmadd(fac, col[k], bk);
+                vf v_alpha = tfa[k] * ra;
+                for (int q = 0; q < D; ++q) {
+                    vf &bq = buf[q * kLanes + k];
+                    const vf vq = vc[q * kLanes + k];
+                    v_alpha = fmadd(col[q] * Tn - bq * ra, vq, v_alpha);
+                    gcol[q] = fmadd(fac, vq, gcol[q]);
+                    bq = fmadd(fac, col[q], bq);
                 }
                 // alpha is clamped at 0.999: no gradient through the clamp
                 const vi inner = valid & (e <= kMaxAlpha);
                 const vf v_sigma = sel(inner, -e * v_alpha, vf{});
-                const vf vx = v_sigma * (adx + g.b * dy);
-                const vf vy = v_sigma * (rg.bdx + g.c * dy);
+                const vf vx = v_sigma * fmadd(splat(g.a), f.dx, g.b * f.dy);
+                const vf vy = v_sigma * fmadd(splat(g.b), f.dx, g.c * f.dy);
                 gx += vx;
                 gy += vy;
-                if (absgrad) {
+                if (kAbs) {
                     gax += vabs(vx);
                     gay += vabs(vy);
                 }
-                gca = fmadd(v_sigma, half_dx2, gca);
-                gcb = fmadd(v_sigma * rg.dx, dy, gcb);
-                gcc = fmadd(v_sigma, 0.5f * dy * dy, gcc);
+                const vf sdx = v_sigma * f.dx;
+                gca = fmadd(sdx, 0.5f * f.dx, gca);
+                gcb = fmadd(sdx, f.dy, gcb);
+                gcc = fmadd(v_sigma * f.dy, 0.5f * f.dy, gcc);
                 go = fmadd(sel(inner, vis, vf{}), v_alpha, go);
-                T[r] = sel(valid, Tn, T[r]);
+                T[k] = sel(valid, Tn, T[k]);
             }
             o[kXY] = hsum(gx);
             o[kXY + 1] = hsum(gy);
@@ -286,8 +281,8 @@ struct BwdWorkerVec {
             o[kConic + 1] = hsum(gcb);
             o[kConic + 2] = hsum(gcc);
             o[kOpac] = hsum(go);
-            for (int k = 0; k < D; ++k) o[kColor + k] = hsum(gcol[k]);
-            if (absgrad) {
+            for (int q = 0; q < D; ++q) o[kColor + q] = hsum(gcol[q]);
+            if (kAbs) {
                 o[kColor + D] = hsum(gax);
                 o[kColor + D + 1] = hsum(gay);
             }
@@ -302,8 +297,10 @@ void run(const RasterArgs &a, const float *tf, const float *vp, const float *vap
     const int64_t n_tiles = a.C * a.tile_w * a.tile_h;
     const std::vector<Packed> packed = pack_gaussians(a);
 #ifdef PLR_HAVE_VEC
-    if (TS_ == kLanes)
-        for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorkerVec<D_>(a, packed.data(), tf, vp, vap, li, cm, sl, rows, K, absgrad); });
+    if (TS_ == kLanes && absgrad)
+        for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorkerVec<D_, true>(a, packed.data(), tf, vp, vap, li, cm, sl, rows, K); });
+    else if (TS_ == kLanes)
+        for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorkerVec<D_, false>(a, packed.data(), tf, vp, vap, li, cm, sl, rows, K); });
     else
 #endif
         for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorker<TS_, D_>(a, packed.data(), tf, vp, vap, li, sl, rows, K, absgrad); });

@@ -105,51 +105,46 @@ struct FwdWorker {
 };
 
 #ifdef PLR_HAVE_VEC
-// Buckets a tile's Gaussian ids by the rows [lo, hi] they reach: row r's ids,
-// front to back, are ids[r * stride, r * stride + cnt[r]); returns stride.
-// Branch-free: a loop over each Gaussian's rows mispredicts its exit once per
-// pair, which cost as much as all the evaluations of the small Gaussians.
-inline int64_t bucket_rows(const std::vector<GaussRec> &recs, int32_t n, std::vector<uint32_t> &masks,
-                           std::vector<int32_t> &ids, int32_t cnt[kLanes]) {
+// Buckets a tile's Gaussian ids by the blocks they reach (GaussRec::blocks):
+// block k's ids, front to back, are ids[k * stride, k * stride + cnt[k]);
+// returns stride. Branch-free: a loop over each Gaussian's blocks mispredicts
+// its exit once per pair, which cost as much as the evaluations themselves.
+inline int64_t bucket_blocks(const std::vector<GaussRec> &recs, int32_t n, std::vector<uint32_t> &masks,
+                             std::vector<int32_t> &ids, int32_t cnt[kLanes]) {
     const int32_t n16 = (n + kLanes - 1) / kLanes * kLanes;
-    const int64_t stride = n16 + kLanes;  // a whole-vector store at cnt[r] <= n16 - 16 stays inside
+    const int64_t stride = n16 + kLanes;  // a whole-vector store at cnt[k] <= n16 - 16 stays inside
     masks.resize(n16);
     ids.resize(static_cast<size_t>(kLanes) * stride);
-    for (int32_t i = 0; i < n; ++i) {
-        const GaussRec &g = recs[i];
-        masks[i] = g.lo <= g.hi ? (2u << g.hi) - (1u << g.lo) : 0u;
-    }
+    for (int32_t i = 0; i < n; ++i) masks[i] = recs[i].blocks;
     std::fill(masks.begin() + n, masks.end(), 0u);
     std::fill(cnt, cnt + kLanes, 0);
 #if defined(__AVX512F__)
-    // 16 Gaussians at a time: per row, one test and one compress of their ids
+    // 16 Gaussians at a time: per block, one test and one compress of their ids
     const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     for (int32_t c = 0; c < n16; c += kLanes) {
         const __m512i mv = _mm512_loadu_si512(masks.data() + c);
         const __m512i idv = _mm512_add_epi32(iota, _mm512_set1_epi32(c));
-        for (int r = 0; r < kLanes; ++r) {
-            const __mmask16 k = _mm512_test_epi32_mask(mv, _mm512_set1_epi32(1 << r));
-            _mm512_storeu_si512(ids.data() + r * stride + cnt[r], _mm512_maskz_compress_epi32(k, idv));
-            cnt[r] += __builtin_popcount(k);
+        for (int k = 0; k < kLanes; ++k) {
+            const __mmask16 hit = _mm512_test_epi32_mask(mv, _mm512_set1_epi32(1 << k));
+            _mm512_storeu_si512(ids.data() + k * stride + cnt[k], _mm512_maskz_compress_epi32(hit, idv));
+            cnt[k] += __builtin_popcount(hit);
         }
     }
 #else
     for (int32_t i = 0; i < n; ++i)
-        for (int r = 0; r < kLanes; ++r) {
-            ids[r * stride + cnt[r]] = i;  // written for every row, kept only where the Gaussian reaches
-            cnt[r] += (masks[i] >> r) & 1u;
+        for (int k = 0; k < kLanes; ++k) {
+            ids[k * stride + cnt[k]] = i;  // written for every block, kept only where the Gaussian reaches
+            cnt[k] += (masks[i] >> k) & 1u;
         }
 #endif
     return stride;
 }
-#endif
 
-#ifdef PLR_HAVE_VEC
-// Tile size 16: one pixel row is one 16-lane vector. Row-outer: each row walks
-// the list of Gaussians that can reach it (front to back) with its
+// Tile size 16, as 4x4-pixel blocks of 16 lanes (TileBlocks). Block-outer:
+// each block walks the Gaussians that can reach it, front to back, with its
 // transmittance, colour sums and last index held in registers. (Gaussian-outer
 // kept them in memory, and every evaluation then waited on the previous
-// Gaussian's store to the same row.)
+// Gaussian's store to the same pixels.)
 template <int D_>
 struct FwdWorkerVec {
     const RasterArgs &a;
@@ -157,52 +152,47 @@ struct FwdWorkerVec {
     float *out_colors, *out_alphas, *out_T;
     int32_t *last_ids, *contrib;
     int64_t *evals;
-    const int D = D_ ? D_ : a.D;
     std::vector<GaussRec> recs;
     std::vector<float> cols;
-    std::vector<int32_t> row_ids;  // per row, the ids of the Gaussians reaching it, front to back
+    std::vector<int32_t> block_ids;  // per block, the ids of the Gaussians reaching it, front to back
     std::vector<uint32_t> masks;
+    std::vector<vf> acc_dyn;         // colour sums when D is not a compile-time constant
     int32_t cnt[kLanes];
-    std::vector<vf> acc_dyn;       // colour sums when D is not a compile-time constant
 
     FwdWorkerVec(const RasterArgs &a_, const Packed *pk, float *oc, float *oa, float *ot, int32_t *li, int32_t *cm,
                  int64_t *ev)
         : a(a_), packed(pk), out_colors(oc), out_alphas(oa), out_T(ot), last_ids(li), contrib(cm), evals(ev),
-          acc_dyn(D_ ? 0 : a.D) {}
+          acc_dyn(D_ ? 0 : a_.D) {}
 
     void operator()(int64_t t) {
-        // locals, so the compiler sees compile-time D when specialised
+        // a local, so the compiler sees a compile-time D when specialised
         const int D = D_ ? D_ : a.D;
         const TileInfo ti = tile_info(a, t);
         int32_t *cm = contrib + ti.begin;
         std::fill(cm, contrib + ti.end, 0);
         if (ti.w <= 0 || ti.h <= 0) return;
-        gather_tile(a, packed, ti, recs, cols, Spans::kVec);
+        const TileBlocks tb(ti);
+        gather_tile(a, packed, ti, recs, cols, Spans::kBlocks, &tb);
         const int32_t n = static_cast<int32_t>(ti.end - ti.begin);
-        const int64_t stride = bucket_rows(recs, n, masks, row_ids, cnt);
-        vf iota;
-        for (int j = 0; j < kLanes; ++j) iota[j] = static_cast<float>(j);
-        const vf px = iota + (static_cast<float>(ti.x0) + 0.5f);
-        const vi in_row = __builtin_convertvector(iota, vi) < ti.w;
+        const int64_t stride = bucket_blocks(recs, n, masks, block_ids, cnt);
         const float *bg = a.backgrounds ? a.backgrounds + ti.cam * D : nullptr;
         int64_t n_eval = 0;
-        for (int r = 0; r < ti.h; ++r) {
-            const float yc = static_cast<float>(ti.y0 + r) + 0.5f;
-            const int32_t bit = 1 << r;
+        for (uint32_t live = tb.live; live; live &= live - 1) {
+            const int k = __builtin_ctz(live);
+            const int32_t bit = 1 << k;
+            const vf px = tb.px[k], py = tb.py[k];
             vf T = splat(1.f);
-            vi last = splati(-1), alive = in_row;
+            vi last = splati(-1), alive = tb.inside[k];
             vf acc_fix[D_ ? D_ : 1];
             vf *acc = D_ ? acc_fix : acc_dyn.data();
-            for (int k = 0; k < D; ++k) acc[k] = vf{};
-            const int32_t *ids = row_ids.data() + r * stride, *ids_end = ids + cnt[r];
-            n_eval += static_cast<int64_t>(ids_end - ids) * ti.w;  // corrected below if the row ends early
-            for (const int32_t *it = ids; it != ids_end; ++it) {
+            for (int q = 0; q < D; ++q) acc[q] = vf{};
+            const int32_t *ids = block_ids.data() + k * stride, *ids_end = ids + cnt[k];
+            const int32_t *it = ids;
+            for (; it != ids_end; ++it) {
                 const int32_t i = *it;
                 const GaussRec &g = recs[i];
                 const float *col = cols.data() + static_cast<int64_t>(i) * D;
-                const RowGauss rg = row_gauss(g.x, g.a, g.b, g.c, px);
-                const float dy = g.y - yc;
-                const vf sigma = row_sigma(rg, dy);
+                const vf sigma = falloff(g.x, g.y, g.a, g.b, g.c, px, py).sigma;
                 const vf e = g.o * exp_neg(-sigma);
                 const vf alpha = sel(e < kMaxAlpha, e, splat(kMaxAlpha));
                 const vi ok = alive & (sigma >= 0.f) & (alpha >= kAlphaThreshold);
@@ -210,23 +200,26 @@ struct FwdWorkerVec {
                 const vi term = ok & (next_T <= kTransmittanceEps);  // exclusive stop
                 const vi use = ok & ~term;
                 const vf vis = sel(use, alpha * T, vf{});
-                for (int k = 0; k < D; ++k) acc[k] = fmadd(vis, col[k], acc[k]);
+                for (int q = 0; q < D; ++q) acc[q] = fmadd(vis, col[q], acc[q]);
                 T = sel(use, next_T, T);
                 last = seli(use, splati(i), last);
                 alive = alive & ~term;
                 cm[i] |= any(use) ? bit : 0;
-                if (!any(alive)) {  // every pixel of the row is done
-                    n_eval -= static_cast<int64_t>(ids_end - it - 1) * ti.w;
+                if (!any(alive)) {  // every pixel of the block is done
+                    ++it;
                     break;
                 }
             }
-            const int64_t row = (ti.cam * a.height + ti.y0 + r) * a.width + ti.x0;
-            for (int j = 0; j < ti.w; ++j) {
+            n_eval += static_cast<int64_t>(it - ids) * tb.n_inside[k];
+            for (int j = 0; j < kLanes; ++j) {
+                if (!tb.inside[k][j]) continue;
+                const int64_t pix = (ti.cam * a.height + ti.y0 + TileBlocks::row(k, j)) * a.width + ti.x0 +
+                                    TileBlocks::col(k, j);
                 const float Tj = T[j];
-                for (int k = 0; k < D; ++k) out_colors[(row + j) * D + k] = acc[k][j] + (bg ? Tj * bg[k] : 0.f);
-                out_alphas[row + j] = 1.f - Tj;
-                out_T[row + j] = Tj;
-                last_ids[row + j] = last[j];
+                for (int q = 0; q < D; ++q) out_colors[pix * D + q] = acc[q][j] + (bg ? Tj * bg[q] : 0.f);
+                out_alphas[pix] = 1.f - Tj;
+                out_T[pix] = Tj;
+                last_ids[pix] = last[j];
             }
         }
         evals[t] = n_eval;

@@ -74,25 +74,20 @@ static inline vf exp_neg(vf x) {
     return y * (vf)e;
 }
 
-// Per-Gaussian, per-tile-row constants of the falloff sigma(dx, dy) =
-// 0.5 a dx^2 + b dx dy + 0.5 c dy^2 along a 16-pixel row.
-struct RowGauss {
-    vf dx, half_adx2, bdx;
-    float half_c, b;
+// The falloff sigma(dx, dy) = 0.5 a dx^2 + b dx dy + 0.5 c dy^2 at 16 pixel
+// centres (px, py), with the offsets dx = x - px, dy = y - py it was built
+// from. The forward and the backward both call this, so their alphas agree bit
+// for bit (what the backward's threshold replay needs).
+struct Falloff {
+    vf dx, dy, sigma;
 };
 
-static inline RowGauss row_gauss(float gx, float a, float b, float c, vf px) {
-    RowGauss g;
-    g.dx = gx - px;
-    g.half_adx2 = (0.5f * a) * g.dx * g.dx;
-    g.bdx = b * g.dx;
-    g.half_c = 0.5f * c;
-    g.b = b;
-    return g;
-}
-
-static inline vf row_sigma(const RowGauss &g, float dy) {
-    return fmadd(g.bdx, dy, g.half_adx2 + g.half_c * dy * dy);
+static inline Falloff falloff(float x, float y, float a, float b, float c, vf px, vf py) {
+    Falloff f;
+    f.dx = x - px;
+    f.dy = y - py;
+    f.sigma = fmadd(b * f.dx, f.dy, (0.5f * a) * f.dx * f.dx + (0.5f * c) * f.dy * f.dy);
+    return f;
 }
 
 // Bit k set when lane k of the comparison mask m is.
@@ -106,27 +101,26 @@ static inline uint32_t mask_bits(vi m) {
 #endif
 }
 
-// Rows (bit r: tile-local row r, r < rows) in which a Gaussian's alpha can
-// reach 1/255 at some pixel centre of columns with offsets dx in [dxl, dxh]:
-// Reach::row for all 16 rows at once, in float. The minimum of sigma over a
-// row's segment sits at the clamped stationary point dx = nb_a dy (nb_a =
-// -b/a); the allowance (2 kReachSlack of the term magnitudes) covers both this
-// evaluation's rounding and the pixel loop's. level = +inf and nb_a = 0 mark a
-// conic that is not positive definite (every row).
-static inline uint32_t reach_rows(float gy, float a, float b, float c, float level, float nb_a, float dxl,
-                                  float dxh, float tile_y0, int rows) {
-    vf iota;
-    for (int j = 0; j < kLanes; ++j) iota[j] = static_cast<float>(j);
-    const vf dy = gy - (iota + (tile_y0 + 0.5f));
-    vf dx = nb_a * dy;
-    dx = sel(dx < dxl, splat(dxl), dx);
-    dx = sel(dx > dxh, splat(dxh), dx);
-    const vf sigma = 0.5f * (a * dx * dx + c * dy * dy) + b * dx * dy;
-    const float X = std::max(std::fabs(dxl), std::fabs(dxh));
-    const float Y = std::max(std::fabs(dy[0]), std::fabs(dy[rows - 1]));
-    const float lim = level + static_cast<float>(2 * kReachSlack) *
-                                  (0.5f * (std::fabs(a) * X * X + std::fabs(c) * Y * Y) + std::fabs(b) * X * Y);
-    return mask_bits((sigma <= lim) & (__builtin_convertvector(iota, vi) < rows));
+// Per lane, can sigma reach level (plus Reach's float allowance) at some
+// offset in the rectangle [dxl, dxh] x [dyl, dyh] (Reach::rect in 16 lanes)?
+// level = +inf with nb_a = nb_c = 0 marks a conic that is not positive
+// definite: every rectangle.
+static inline vi reach_rects(float a, float b, float c, float level, float nb_a, float nb_c, vf dxl, vf dxh,
+                             vf dyl, vf dyh) {
+    auto clampv = [](vf v, vf lo, vf hi) { return sel(v < lo, lo, sel(v > hi, hi, v)); };
+    auto sigma = [&](vf dx, vf dy) { return 0.5f * (a * dx * dx + c * dy * dy) + b * dx * dy; };
+    const vf X = sel(vabs(dxl) > vabs(dxh), vabs(dxl), vabs(dxh));
+    const vf Y = sel(vabs(dyl) > vabs(dyh), vabs(dyl), vabs(dyh));
+    const vf lim = level + static_cast<float>(2 * kReachSlack) *
+                               (0.5f * (std::fabs(a) * X * X + std::fabs(c) * Y * Y) + std::fabs(b) * X * Y);
+    // The centre inside the rectangle is a hit; else sigma's minimum over it
+    // lies on an edge facing the centre (from any other boundary point the
+    // path towards the centre enters the rectangle and lowers sigma), so only
+    // the facing x-edge and y-edge are evaluated, at their clamped stationary
+    // points: two candidates instead of Reach::rect's five, each one of its.
+    const vf ex = sel(dxl > 0.f, dxl, dxh), ey = sel(dyl > 0.f, dyl, dyh);
+    return ((dxl <= 0.f) & (dxh >= 0.f) & (dyl <= 0.f) & (dyh >= 0.f)) |
+           (sigma(ex, clampv(nb_c * ex, dyl, dyh)) <= lim) | (sigma(clampv(nb_a * ey, dxl, dxh), ey) <= lim);
 }
 
 // Reach::rect for up to 16 tiles of a radius box at once, one tile per lane
@@ -146,22 +140,7 @@ static inline uint32_t reach_tiles(const Reach &R, float gx, float gy, int tx0, 
     const vf xl = __builtin_convertvector(px0, vf) + 0.5f, yl = __builtin_convertvector(py0, vf) + 0.5f;
     const vf xh = __builtin_convertvector(px1 < width ? px1 : splati(width), vf) - 0.5f;
     const vf yh = __builtin_convertvector(py1 < height ? py1 : splati(height), vf) - 0.5f;
-    const vf dxl = gx - xh, dxh = gx - xl, dyl = gy - yh, dyh = gy - yl;
-    auto clampv = [](vf v, vf lo, vf hi) { return sel(v < lo, lo, sel(v > hi, hi, v)); };
-    auto sigma = [&](vf dx, vf dy) { return 0.5f * (R.a * dx * dx + R.c * dy * dy) + R.b * dx * dy; };
-    const vf X = sel(vabs(dxl) > vabs(dxh), vabs(dxl), vabs(dxh));
-    const vf Y = sel(vabs(dyl) > vabs(dyh), vabs(dyl), vabs(dyh));
-    const vf lim = R.level + static_cast<float>(2 * kReachSlack) *
-                                 (0.5f * (std::fabs(R.a) * X * X + std::fabs(R.c) * Y * Y) + std::fabs(R.b) * X * Y);
-    // The centre inside the tile is a hit; else sigma's minimum over the tile
-    // lies on an edge facing the centre (from any other boundary point the
-    // path towards the centre enters the tile and lowers sigma), so only the
-    // facing x-edge and y-edge are evaluated, at their clamped stationary
-    // points: two candidates instead of Reach::rect's five, each one of its.
-    const vf ex = sel(dxl > 0.f, dxl, dxh), ey = sel(dyl > 0.f, dyl, dyh);
-    const vi hit = ((dxl <= 0.f) & (dxh >= 0.f) & (dyl <= 0.f) & (dyh >= 0.f)) |
-                   (sigma(ex, clampv(R.nb_c * ex, dyl, dyh)) <= lim) |
-                   (sigma(clampv(R.nb_a * ey, dxl, dxh), ey) <= lim);
+    const vi hit = reach_rects(R.a, R.b, R.c, R.level, R.nb_a, R.nb_c, gx - xh, gx - xl, gy - yh, gy - yl);
     return mask_bits(hit & (__builtin_convertvector(j, vi) < n));
 }
 
