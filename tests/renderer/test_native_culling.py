@@ -158,3 +158,50 @@ def test_contributor_only_backward_is_thread_count_independent_on_needles() -> N
     assert torch.equal(runs[0]["colors"], runs[1]["colors"])
     for k, v in runs[0]["grads"].items():
         assert torch.equal(v, runs[1]["grads"][k]), k
+
+
+def reachable_blocks(meta: dict, slack: bool, bw: int = 4, bh: int = 4) -> int:
+    """bw x bh-pixel blocks (aligned to the image origin, as the 16-px tiles' blocks are) where a
+    Gaussian's sigma is at most ln(255 o) at some pixel centre, summed over Gaussians, in float64.
+    ``slack``: at most the culling's level 1.05 ln(255 o) + 0.05 instead (what it may keep)."""
+    W, H = meta["width"], meta["height"]
+    py, px = torch.meshgrid(torch.arange(H, dtype=torch.float64) + 0.5, torch.arange(W, dtype=torch.float64) + 0.5,
+                            indexing="ij")  # fmt: skip
+    m, con = meta["means2d"].detach().double(), meta["conics"].detach().double()
+    opac = meta["opacities"].detach().double()
+    total = 0
+    for g in ((meta["radii"][0] > 0).all(-1)).nonzero().flatten().tolist():
+        dx, dy = m[0, g, 0] - px, m[0, g, 1] - py
+        sigma = 0.5 * (con[0, g, 0] * dx * dx + con[0, g, 2] * dy * dy) + con[0, g, 1] * dx * dy
+        level = torch.log(255 * opac[0, g])
+        hit = sigma <= (1.05 * level + 0.05 + 1e-4 if slack else level)
+        total += int(hit.view(H // bh, bh, W // bw, bw).any(3).any(1).sum())
+    return total
+
+
+def test_the_16px_path_evaluates_only_the_4x4_blocks_a_gaussian_reaches() -> None:
+    """The 16-px tile path sweeps 4x4-pixel blocks (one 16-lane vector each) and visits, per
+    (Gaussian, tile), only the blocks where its alpha can reach 1/255: n_evaluations is 16 per
+    visited block, so it must lie between 16x the blocks a float64 evaluation finds reachable and
+    16x those within the culling's slack, and render like the torch backend. Small sparse
+    Gaussians, so no pixel saturates and stops early."""
+    g = torch.Generator().manual_seed(5)
+    n = 24
+    scene = dict(
+        means=torch.cat([torch.rand(n, 2, generator=g) * 1.6 - 0.8, torch.full((n, 1), 3.0)], dim=1),
+        quats=torch.randn(n, 4, generator=g),
+        scales=torch.exp(torch.randn(n, 3, generator=g) * 0.3 - 3.6),
+        opacities=torch.rand(n, generator=g) * 0.5 + 0.05,
+        colors=torch.rand(n, 3, generator=g),
+        viewmats=torch.eye(4)[None],
+        Ks=torch.tensor([[[64.0, 0.0, 32.0], [0.0, 64.0, 32.0], [0.0, 0.0, 1.0]]]),
+        width=64,
+        height=64,
+    )
+    ours = assert_same_render(scene, rasterization_torch)
+    meta = ours["meta"]
+    assert (ours["alphas"] < 0.999).all()  # no pixel close to the stop, so every listed pair is swept
+    lower, upper = reachable_blocks(meta, slack=False), reachable_blocks(meta, slack=True)
+    assert 16 * lower <= meta["n_evaluations"] <= 16 * upper, (lower, upper, meta["n_evaluations"])
+    # 16x1 rows, the unit before, would have cost more even without any slack
+    assert meta["n_evaluations"] < 16 * reachable_blocks(meta, slack=False, bw=16, bh=1)
