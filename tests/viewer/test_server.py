@@ -167,3 +167,24 @@ def test_view_script_serves_a_ply_until_ctrl_c(tmp_path, model):
             proc.kill()
             proc.wait()
     assert "Traceback" not in proc.stderr.read()
+
+
+def test_ctrl_c_exit_is_bounded_even_when_a_thread_hangs():
+    """After Ctrl-C the viewer arms a timer that ends the process even if some non-daemon thread
+    would keep the interpreter waiting at exit (one view.py once hung there for over 30 s)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    code = (
+        "import threading, time\n"
+        "from pointrix_lite.viewer import cli\n"
+        "cli._exit_within(1.0)\n"
+        "threading.Thread(target=time.sleep, args=(60,)).start()\n"  # never-ending for this test
+    )
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0
+    assert time.monotonic() - start < 20
+    assert "viewer: shutdown took over 1 s; exiting anyway" in proc.stderr
