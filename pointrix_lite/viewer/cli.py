@@ -7,9 +7,7 @@ Serves the model in the browser until Ctrl-C. Exit codes: 0 after Ctrl-C, 2 bad 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -86,28 +84,6 @@ def start(args: argparse.Namespace) -> Any:
     return Viewer(scene, args.host, args.port, options=options, initial_view=view)
 
 
-SHUTDOWN_LIMIT_S = 10.0
-
-
-def _exit_within(seconds: float) -> None:
-    """After Ctrl-C, make sure the process is gone within ``seconds``.
-
-    Closing stops the render threads and viser's server, each with a bounded wait, but the
-    interpreter then also waits for every other non-daemon thread, and once in a full test run a
-    view.py got stuck there for over 30 s after Ctrl-C. A user who pressed Ctrl-C wants the
-    terminal back, so a daemon timer ends the process if it is still alive by then.
-    """
-
-    def force() -> None:
-        print(f"viewer: shutdown took over {seconds:.0f} s; exiting anyway", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        os._exit(0)
-
-    timer = threading.Timer(seconds, force)
-    timer.daemon = True
-    timer.start()
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     viewer = None
@@ -121,7 +97,6 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("", file=sys.stderr)
-        _exit_within(SHUTDOWN_LIMIT_S)
         return 0
     finally:
         if viewer is not None:

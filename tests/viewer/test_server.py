@@ -145,9 +145,13 @@ def test_view_script_serves_a_ply_until_ctrl_c(tmp_path, model):
 
     ply = save_ply(model, tmp_path / "scene.ply")
     repo = Path(__file__).resolve().parents[2]
+    # SIGINT as a terminal delivers it: a test run launched as a background job of a non-interactive
+    # shell has SIGINT ignored, the child would inherit that, and Python then never raises
+    # KeyboardInterrupt (view.py would serve on, past the wait below)
     proc = subprocess.Popen(
         [sys.executable, str(repo / "scripts" / "view.py"), "--ply", str(ply), "--port", "0", "--max-res", "200"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     try:
         line = proc.stdout.readline()
@@ -168,23 +172,3 @@ def test_view_script_serves_a_ply_until_ctrl_c(tmp_path, model):
             proc.wait()
     assert "Traceback" not in proc.stderr.read()
 
-
-def test_ctrl_c_exit_is_bounded_even_when_a_thread_hangs():
-    """After Ctrl-C the viewer arms a timer that ends the process even if some non-daemon thread
-    would keep the interpreter waiting at exit (one view.py once hung there for over 30 s)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    repo = Path(__file__).resolve().parents[2]
-    code = (
-        "import threading, time\n"
-        "from pointrix_lite.viewer import cli\n"
-        "cli._exit_within(1.0)\n"
-        "threading.Thread(target=time.sleep, args=(60,)).start()\n"  # never-ending for this test
-    )
-    start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=30)
-    assert proc.returncode == 0
-    assert time.monotonic() - start < 20
-    assert "viewer: shutdown took over 1 s; exiting anyway" in proc.stderr
