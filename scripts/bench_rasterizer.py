@@ -8,7 +8,7 @@ worktree with its own extension build, see ``bench_revision.py``) with the same 
 alternating between the two trees ``--rounds`` times in one run. It prints, per tree, the median
 forward and forward+backward wall time, the CPU time of each native stage (each extension call
 timed around the call, so it works for any revision's bindings) and the forward's alpha evaluations
-per pixel (one per pixel lane of each visited Gaussian row), then the ratio REV / working tree.
+per pixel (one per in-image pixel of each visited Gaussian block or row), then the ratio REV / working tree.
 
 For each fixed seeded scene and backend a fresh subprocess measures (so peak memory is
 per measurement): median forward ms, median forward+backward ms, peak memory, and the

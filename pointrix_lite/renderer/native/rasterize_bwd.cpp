@@ -19,6 +19,13 @@ namespace {
 // Per-intersection gradient row: [v_x, v_y, v_conic(3), v_opacity, v_color(D), |v_x|, |v_y|]
 constexpr int kXY = 0, kConic = 2, kOpac = 5, kColor = 6;
 
+// Zeroes the gradient rows of a tile's pairs [from, to) (slots: the tile's
+// slot_by_pos entries). Every pair's row is written, zeros where it blended
+// nowhere, so the per-Gaussian sums need no look-up of contrib.
+inline void zero_rows(float *rows, const int32_t *slots, int K, int64_t from, int64_t to) {
+    for (int64_t i = from; i < to; ++i) std::fill_n(rows + static_cast<int64_t>(slots[i]) * K, K, 0.f);
+}
+
 // Any tile size (and the PLR_SCALAR build): plain per-pixel code.
 template <int TS_, int D_>
 struct BwdWorker {
@@ -48,7 +55,7 @@ struct BwdWorker {
         const int64_t n = ti.end - ti.begin;
         if (n == 0) return;
         const int32_t *sl = slots + ti.begin;
-        for (int64_t i = 0; i < n; ++i) std::fill_n(rows + static_cast<int64_t>(sl[i]) * K, K, 0.f);
+        zero_rows(rows, sl, K, 0, n);  // pairs that blended nowhere keep these
         if (ti.w <= 0 || ti.h <= 0) return;
         const int TS = TS_ ? TS_ : a.tile_size;
         const int P = TS * TS;
@@ -187,14 +194,9 @@ struct BwdWorkerVec {
         const TileInfo ti = tile_info(a, t);
         const int64_t n = ti.end - ti.begin;
         if (n == 0) return;
-        // every pair's row is written (zeros where it contributed nowhere), so
-        // the reduction needs no look-up of contrib
         const int32_t *sl = slots + ti.begin;
         const int32_t *cm = contrib + ti.begin;
-        auto zero_rows = [&](int64_t from, int64_t to) {
-            for (int64_t i = from; i < to; ++i) std::fill_n(rows + static_cast<int64_t>(sl[i]) * K, K, 0.f);
-        };
-        if (ti.w <= 0 || ti.h <= 0) return zero_rows(0, n);
+        if (ti.w <= 0 || ti.h <= 0) return zero_rows(rows, sl, K, 0, n);
         const TileBlocks tb(ti);
         const float *bg = a.backgrounds ? a.backgrounds + ti.cam * D : nullptr;
         const int64_t *cs = a.v_colors_stride, *as = a.v_alphas_stride;
@@ -220,7 +222,7 @@ struct BwdWorkerVec {
                 max_last = std::max(max_last, last[k][j]);
             }
         }
-        zero_rows(max_last + 1, n);  // behind every pixel's last Gaussian
+        zero_rows(rows, sl, K, max_last + 1, n);  // behind every pixel's last Gaussian
         if (max_last < 0) return;
         gather_tile(a, packed, ti, recs, cols, Spans::kNone);
 
@@ -232,7 +234,7 @@ struct BwdWorkerVec {
             // the rows land all over memory: ask for the lines a few pairs ahead
             if (i >= 6) __builtin_prefetch(rows + static_cast<int64_t>(sl[i - 6]) * K, 1);
             if (used == 0) {
-                std::fill_n(o, K, 0.f);
+                zero_rows(rows, sl, K, i, i + 1);
                 continue;
             }
             const GaussRec g = recs[i];
