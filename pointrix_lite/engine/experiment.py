@@ -317,8 +317,10 @@ def resolve(cfg: ExperimentConfig) -> ExperimentConfig:
         raise ConfigError(f"trainer.batch_size: must be >= 1, got {cfg.trainer.batch_size}")
     if cfg.trainer.val_interval < 0:
         raise ConfigError(f"trainer.val_interval: must be >= 0 (0 disables), got {cfg.trainer.val_interval}")
+    from .. import device_policy  # imports torch: only once a config is resolved, as resolve_device
+
     device = resolve_device(cfg.device)  # a CUDA request on a machine without CUDA fails here
-    if cfg.renderer.get("backend") == "gsplat" and not device.startswith("cuda"):
+    if cfg.renderer.get("backend") == "gsplat" and not device_policy.gsplat_runs_on(device):
         raise ConfigError(
             f"renderer.backend: 'gsplat' runs on CUDA only, but device is {device!r}; use auto, native or torch"
         )

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from rich.console import Console
 
+from .. import device_policy
 from ..config import to_dict
 from ..errors import CheckpointError, ConfigError, DataError
 from ..registry import DATASETS, MODELS, RENDERERS, STRATEGIES, WRITERS
@@ -91,7 +92,8 @@ class DefaultTrainer:
     Build order (each step may use the ones before it):
 
     1. seeds (python, numpy, torch) from ``cfg.seed``
-    2. ``dataset = DATASETS.build(cfg.dataset, "dataset")``
+    2. ``dataset = DATASETS.build(cfg.dataset, "dataset")``; its training images are pinned when
+       training on CUDA (``device_policy.pin_host_images``)
     3. ``datapipeline = datapipeline_factory(dataset, batch_size, seed, rank, world_size)``
     4. ``model = MODELS.build(cfg.model, "model", dataset=dataset).to(device)``
     5. ``optimizer = model.create_optimizer(max_steps, batch_size=effective_batch_size)`` (the
@@ -140,6 +142,10 @@ class DefaultTrainer:
         seed_everything(cfg.seed)
         max_steps = cfg.trainer.max_steps
         self.dataset = DATASETS.build(cfg.dataset, "dataset")
+        if device_policy.pin_host_images(self.device) and hasattr(self.dataset, "train_views"):
+            from ..data.cameras import pin_images  # lazy: the engine imports without the data package
+
+            pin_images(self.dataset.train_views)
         factory = datapipeline_factory or default_datapipeline
         self.datapipeline = factory(self.dataset, cfg.trainer.batch_size, cfg.seed, self.rank, self.world_size)
         self.model = MODELS.build(cfg.model, "model", dataset=self.dataset).to(self.device)

@@ -17,17 +17,19 @@ def _extension():
 
 
 def native_applies(img1: Tensor, img2: Tensor, window_size: int) -> bool:
-    """True when ``ssim(backend="auto")`` runs natively: CPU images, an odd window, no gradient
-    wanted for ``img2`` (the ground truth), and the extension already loaded in this process
-    (by the native rasterizer or the trainer's setup): a loss never starts a ~1 min compile,
-    and a run on the torch rasterizer backend stays pure torch."""
+    """True when ``ssim(backend="auto")`` runs natively: an odd window, no gradient wanted for
+    ``img2`` (the ground truth), and ``device_policy.ssim_backend`` choosing the native kernel for
+    the images' device (the CPU, with the extension already loaded in this process by the native
+    rasterizer or the trainer's setup: a loss never starts a ~1 min compile, and a run on the
+    torch rasterizer backend stays pure torch)."""
+    from .. import device_policy
     from ..renderer.native._build import is_loaded
 
-    if img1.device.type != "cpu" or img2.device.type != "cpu" or window_size % 2 == 0:
+    if img1.device != img2.device or window_size % 2 == 0:
         return False
     if img2.requires_grad and torch.is_grad_enabled():
         return False
-    return is_loaded()
+    return device_policy.ssim_backend(img1.device, is_loaded) == "native"
 
 
 class _SsimFunction(torch.autograd.Function):

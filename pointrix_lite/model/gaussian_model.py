@@ -156,7 +156,7 @@ class GaussianModel(nn.Module):
     # ---------------------------------------------------------------- loss and metrics
     def _targets(self, render_out: Mapping[str, Any], batch: list) -> tuple[Tensor, Tensor]:
         rgb = render_out["rgb"]
-        gt = torch.stack([view.float_image() for view in batch]).to(rgb.device)
+        gt = torch.stack([view.float_image(rgb.device) for view in batch])
         if gt.shape != rgb.shape:
             raise ValueError(f"rendered images {tuple(rgb.shape)} and batch images {tuple(gt.shape)} differ")
         return rgb, gt

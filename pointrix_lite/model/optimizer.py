@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import device_policy
+
 
 @dataclass
 class LearningRates:
@@ -56,9 +58,9 @@ def build_adam(
         for name, p in params.items()
     ]
     betas = (1 - batch_size * (1 - 0.9), 1 - batch_size * (1 - 0.999))
-    # None leaves torch's default (foreach on CUDA); a checkpoint's saved groups keep the flag
-    # they were written with, so a resumed run continues bit for bit with the same kernel.
-    fused = True if all(p.device.type == "cpu" for p in params.values()) else None
+    # A checkpoint's saved groups keep the flag they were written with, so a resumed run
+    # continues bit for bit with the same kernel.
+    fused = device_policy.fused_adam(p.device for p in params.values())
     return torch.optim.Adam(groups, eps=1e-15 / scale, betas=betas, fused=fused)
 
 

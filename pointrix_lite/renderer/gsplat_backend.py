@@ -1,7 +1,9 @@
 """CUDA backend: a thin call into ``gsplat.rasterization`` with the same argument subset.
 
-Untested on this project's machines (no GPU): it only forwards arguments, already validated by
-:func:`pointrix_lite.renderer.rasterization`, to gsplat's documented entry point.
+It only forwards arguments, already validated by :func:`pointrix_lite.renderer.rasterization`, to
+gsplat's documented entry point. CI has no GPU: tests/renderer/gsplat_on_cpu.py runs this very
+code on the CPU with gsplat's CUDA stages replaced by torch stand-ins (docs/rasterizer.md says
+what is verified where).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import Any
 
 from torch import Tensor
 
+from .. import device_policy
 from ..errors import ConfigError
 
 
@@ -30,7 +33,7 @@ def rasterization_gsplat(
     ``options`` are the keyword arguments of ``rasterization`` (near_plane, ..., absgrad), which
     carry gsplat's own names and defaults, so they pass through unchanged.
     """
-    if not means.is_cuda:
+    if not device_policy.gsplat_runs_on(means.device):
         raise ConfigError(f"backend 'gsplat' needs CUDA tensors, got tensors on {means.device}; use backend 'auto'")
     try:
         from gsplat import rasterization as gsplat_rasterization

@@ -1,7 +1,8 @@
 """The one rasterization entry point: gsplat's ``rasterization()`` signature, three backends.
 
-``backend="auto"`` picks gsplat for CUDA tensors, else the native C++ extension when it
-built, else the pure-torch reference (with one warning per process, since that is slow).
+``backend="auto"`` picks gsplat for CUDA tensors, the native C++ extension for CPU tensors when it
+built, else the pure-torch reference (on the CPU with one warning per process, since that is slow);
+``pointrix_lite.device_policy.rasterizer_backend`` is that rule.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import warnings
 from typing import Any, Literal, Optional
 
 from torch import Tensor
+
+from .. import device_policy
 
 RENDER_MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
 RASTERIZE_MODES = ("classic", "antialiased")
@@ -77,10 +80,9 @@ def _resolve_backend(backend: str, means: Tensor) -> str:
     global _warned_torch_fallback
     if backend != "auto":
         return backend
-    if means.is_cuda:
-        return "gsplat"
-    if _native_available():
-        return "native"
+    chosen = device_policy.rasterizer_backend(means.device, _native_available)
+    if chosen != "torch" or not device_policy.native_kernels_run_on(means.device):
+        return chosen
     if not _warned_torch_fallback:
         _warned_torch_fallback = True
         warnings.warn(

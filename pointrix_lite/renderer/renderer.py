@@ -8,6 +8,7 @@ from typing import Any, Callable, Literal, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
+from .. import device_policy
 from ..errors import DataError
 from ..registry import RENDERERS
 from .rasterization import rasterization
@@ -41,7 +42,7 @@ class GaussianRenderer:
         """Build or load, before training, what rendering on ``device`` will need: the native
         CPU extension for backend auto/native (its first build takes about a minute and would
         otherwise land in the first step). ``announce`` gets one line only if it compiles."""
-        if self.config.backend in ("auto", "native") and torch.device(device).type == "cpu":
+        if self.config.backend in ("auto", "native") and device_policy.native_kernels_run_on(device):
             from . import native
 
             native.prepare(announce)

@@ -40,8 +40,8 @@ def run_with_grads(fn, scene: dict, colors_key: str, seed: int = 0, **kw) -> dic
     colors, alphas, meta = call(fn, p, colors_key, **kw)
     meta["means2d"].retain_grad()
     g = torch.Generator().manual_seed(seed)
-    w_c = torch.randn(colors.shape, generator=g, dtype=torch.float64).to(colors.dtype)
-    w_a = torch.randn(alphas.shape, generator=g, dtype=torch.float64).to(alphas.dtype)
+    w_c = torch.randn(colors.shape, generator=g, dtype=torch.float64).to(colors)  # colours' dtype and device
+    w_a = torch.randn(alphas.shape, generator=g, dtype=torch.float64).to(alphas)
     ((colors * w_c).sum() + (alphas * w_a).sum()).backward()
     grads = {k: p[k].grad for k in ARGS + (colors_key, "viewmats")}
     grads["means2d"] = meta["means2d"].grad

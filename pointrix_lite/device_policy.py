@@ -1,0 +1,77 @@
+"""Which implementation each device-dependent operation uses: the one place that decides.
+
+pointrix_lite is fast on the CPU because some operations have CPU-only implementations (the native
+C++ rasterizer and SSIM, torch's fused CPU Adam). Each such choice is one function here, made from
+the device of the tensors involved, so that a CUDA run takes the gsplat/torch path everywhere
+instead of failing on a CPU kernel, and a CPU run takes the fast one. The functions take a
+``torch.device`` (not a tensor), so tests check the CUDA decisions on machines without a GPU.
+
+``tests/renderer/gsplat_on_cpu.py`` replaces :func:`gsplat_runs_on` to run gsplat's code path on
+CPU tensors (gsplat's CUDA stages swapped for torch stand-ins); nothing else changes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Literal, Union
+
+import torch
+
+DeviceLike = Union[str, torch.device]
+Rasterizer = Literal["gsplat", "native", "torch"]
+
+
+def _device(device: DeviceLike) -> torch.device:
+    return device if isinstance(device, torch.device) else torch.device(device)
+
+
+def gsplat_runs_on(device: DeviceLike) -> bool:
+    """Whether gsplat's rasterization kernels accept tensors on ``device`` (CUDA only)."""
+    return _device(device).type == "cuda"
+
+
+def native_kernels_run_on(device: DeviceLike) -> bool:
+    """Whether the native C++ extension (rasterizer, SSIM) accepts tensors on ``device``: it reads
+    raw host pointers, so the CPU only (an MPS or XPU tensor must take the torch path)."""
+    return _device(device).type == "cpu"
+
+
+def rasterizer_backend(device: DeviceLike, native_available: Callable[[], bool]) -> Rasterizer:
+    """The backend ``backend="auto"`` picks for tensors on ``device``.
+
+    gsplat where its kernels run (CUDA); on the CPU the native extension when it builds
+    (``native_available()`` is only called there: it may compile); else the pure-torch reference,
+    which runs on any device.
+    """
+    if gsplat_runs_on(device):
+        return "gsplat"
+    if native_kernels_run_on(device) and native_available():
+        return "native"
+    return "torch"
+
+
+def ssim_backend(device: DeviceLike, native_loaded: Callable[[], bool]) -> Literal["native", "torch"]:
+    """SSIM of images on ``device``: the native kernel on the CPU when the extension is already
+    loaded in this process (a loss never starts a compile), else torch's convolutions (CUDA)."""
+    if native_kernels_run_on(device) and native_loaded():
+        return "native"
+    return "torch"
+
+
+def fused_adam(devices: Iterable[DeviceLike]) -> bool | None:
+    """The ``fused`` argument of ``torch.optim.Adam`` for parameters on ``devices``.
+
+    True when all are on the CPU: torch's fused CPU Adam is one multithreaded pass per tensor,
+    6-10x faster than its default per-tensor loop there (docs/native.md "Adam"). None elsewhere:
+    torch's default (foreach on CUDA), the kernel gsplat's trainer uses too.
+    """
+    kinds = {_device(d).type for d in devices}
+    return True if kinds == {"cpu"} else None
+
+
+def pin_host_images(device: DeviceLike) -> bool:
+    """Whether training images kept in host memory are page-locked for training on ``device``:
+    on CUDA, so each step's upload is an asynchronous copy; on the CPU there is nothing to upload
+    (and pinning needs a CUDA runtime)."""
+    return _device(device).type == "cuda"
+
