@@ -34,11 +34,23 @@ class SceneDataset:
         """What every dataset does first: check the shared options, set the background, and
         return the data folder (generating the demo scene there if it is the demo's path)."""
         self.config = config
-        if config.scale <= 0:
-            raise DataError(f"dataset.scale: must be positive, got {config.scale}")
+        self._scale: float | None = None if config.scale == "auto" else float(config.scale)
+        if self._scale is not None and self._scale <= 0:
+            raise DataError(f"dataset.scale: must be positive or auto, got {config.scale}")
         root = require_dir(Path(config.data_path))
         self.background = WHITE if config.white_background else BLACK
         return root
+
+    def _scale_for(self, width: int, height: int) -> float:
+        """The downscale factor of every view: ``dataset.scale``, or for ``auto`` the rule of
+        ``resolution.py`` applied to the first (largest, where known) image size, announced once."""
+        if self._scale is None:
+            from ..progress import console
+            from .resolution import auto_scale, describe
+
+            self._scale = float(auto_scale(width, height))
+            console().print(describe(width, height, int(self._scale)), markup=False)
+        return self._scale
 
     def _finish(
         self,

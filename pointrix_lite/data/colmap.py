@@ -12,12 +12,14 @@ from pathlib import Path
 import torch
 
 from ..errors import DataError
+from ..progress import phase
 from ..registry import DATASETS
 from .base import SceneDataset
 from .cameras import Camera, View, check_pose, viewmat_from_colmap
 from .colmap_io import ColmapCamera, ColmapImage, ColmapModel, find_sparse_dir, read_model
 from .images import downscale, find_image, load_rgb
 from .pointcloud import PointCloud
+from .resolution import Scale
 
 PREDOWNSCALED = (2, 4, 8)  # INRIA/Mip-NeRF 360 ship images_2, images_4, images_8
 
@@ -47,8 +49,9 @@ class ColmapDataset(SceneDataset):
         """Name of the image folder inside ``data_path``."""
         white_background: bool = False
         """Render (and composite any RGBA images) on white instead of black."""
-        scale: float = 1.0
-        """Downscale factor; ``images_<scale>/`` is used when it exists, else images are resized on load."""
+        scale: Scale = 1.0
+        """Downscale factor; ``images_<scale>/`` is used when it exists, else images are resized on
+        load. ``auto``: the rule of ``data/resolution.py`` (at most 0.25 MP per image)."""
         test_every: int = 8
         """Every n-th image, sorted by name, is a test view (INRIA's ``llffhold``)."""
         eval: bool = True
@@ -63,10 +66,17 @@ class ColmapDataset(SceneDataset):
             raise DataError(f"dataset.test_every: must be >= 1, got {config.test_every}")
         root = self._open(config)
         model = read_model(find_sparse_dir(root))
+        sizes = [(c.width, c.height) for c in model.cameras.values()]
+        if sizes:
+            self._scale_for(*max(sizes, key=lambda wh: wh[0] * wh[1]))  # the largest photo decides
         image_dir, prescaled = self._image_dir(root)
 
         by_name = sorted(model.images.values(), key=lambda im: im.name)
-        views = [self._load_view(model, im, image_dir, prescaled) for im in by_name]
+        views = []
+        with phase("loading images", total=len(by_name), unit="images") as advance:
+            for im in by_name:
+                views.append(self._load_view(model, im, image_dir, prescaled))
+                advance()
         if config.eval:
             test = [v for i, v in enumerate(views) if i % config.test_every == 0]
             train = [v for i, v in enumerate(views) if i % config.test_every != 0]
@@ -78,7 +88,7 @@ class ColmapDataset(SceneDataset):
         self._finish(train, list(test), test, cloud.subsample(config.max_points, config.seed), root, config.eval)
 
     def _image_dir(self, root: Path) -> tuple[Path, bool]:
-        s = self.config.scale
+        s = self._scale if self._scale is not None else 1.0  # None: a model without cameras
         if float(s).is_integer() and int(s) in PREDOWNSCALED:
             folder = root / f"{self.config.images}_{int(s)}"
             if folder.is_dir():
@@ -102,7 +112,7 @@ class ColmapDataset(SceneDataset):
         h, w = image.shape[:2]
         if prescaled:
             # Other tools round images_N sizes their own way; accept within a pixel and rescale K to match.
-            s = self.config.scale
+            s = self._scale
             if abs(w - cam.width / s) > 1 or abs(h - cam.height / s) > 1:
                 raise DataError(
                     f"{path}: image is {w}x{h} but camera {cam.id} downscaled by {s:g} is "
@@ -111,7 +121,7 @@ class ColmapDataset(SceneDataset):
             return View(camera.scaled(s, width=w, height=h), torch.from_numpy(image), name, 0)
         if (w, h) != (cam.width, cam.height):
             raise DataError(f"{path}: image is {w}x{h} but camera {cam.id} is {cam.width}x{cam.height}")
-        if self.config.scale != 1.0:
-            camera = camera.scaled(self.config.scale)
+        if self._scale != 1.0:
+            camera = camera.scaled(self._scale)
             image = downscale(image, camera.width, camera.height)
         return View(camera, torch.from_numpy(image), name, 0)

@@ -17,11 +17,13 @@ import numpy as np
 import torch
 
 from ..errors import DataError
+from ..progress import phase
 from ..registry import DATASETS
 from .base import SceneDataset
 from .cameras import Camera, View, check_pose, focal_from_fov, viewmat_from_blender_c2w
 from .images import composite, downscale, find_image, read_image
 from .pointcloud import random_cube, read_ply_points
+from .resolution import Scale
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -56,8 +58,9 @@ class NerfSyntheticDataset(SceneDataset):
         """Folder holding ``transforms_train.json``."""
         white_background: bool = True
         """Composite RGBA images on white (else black); also the render background."""
-        scale: float = 1.0
-        """Downscale factor (2 = half resolution), applied on load with an area filter."""
+        scale: Scale = 1.0
+        """Downscale factor (2 = half resolution), applied on load with an area filter; ``auto``:
+        the rule of ``data/resolution.py`` (at most 0.25 MP per image)."""
         eval: bool = True
         """Hold out the test split; off = train on train + test views."""
         random_init_points: int = 100_000
@@ -83,13 +86,15 @@ class NerfSyntheticDataset(SceneDataset):
     def _load_split(self, path: Path) -> list[View]:
         meta = _read_json(path)
         views = []
-        for k, frame in enumerate(meta["frames"]):
-            where = f"{path} frames[{k}]"
-            if not isinstance(frame, dict) or "file_path" not in frame:
-                raise DataError(f"{where}: missing key 'file_path'")
-            if "transform_matrix" not in frame:
-                raise DataError(f"{where}: missing key 'transform_matrix'")
-            views.append(self._load_frame(meta, frame, path.parent, where))
+        with phase("loading images", total=len(meta["frames"]), unit="images") as advance:
+            for k, frame in enumerate(meta["frames"]):
+                where = f"{path} frames[{k}]"
+                if not isinstance(frame, dict) or "file_path" not in frame:
+                    raise DataError(f"{where}: missing key 'file_path'")
+                if "transform_matrix" not in frame:
+                    raise DataError(f"{where}: missing key 'transform_matrix'")
+                views.append(self._load_frame(meta, frame, path.parent, where))
+                advance()
         return views
 
     def _load_frame(self, meta: dict, frame: dict, root: Path, where: str) -> View:
@@ -125,8 +130,9 @@ class NerfSyntheticDataset(SceneDataset):
         camera = Camera(
             fx, fy, width / 2 if cx is None else cx, height / 2 if cy is None else cy, width, height, viewmat, name
         )
-        if self.config.scale != 1.0:
-            camera = camera.scaled(self.config.scale)
+        scale = self._scale_for(width, height)
+        if scale != 1.0:
+            camera = camera.scaled(scale)
             image = downscale(image, camera.width, camera.height)
         return View(camera, torch.from_numpy(image), name, 0)
 

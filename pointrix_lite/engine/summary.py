@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from ..progress import format_phase_seconds
 from .checkpoint import find_latest
 
 
@@ -18,14 +19,15 @@ def _fmt(value: Optional[float], digits: int) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
-def _metrics_line(report: dict[str, Any]) -> str:
-    mean = report.get("mean") or {}
-    n_views = len(report.get("per_view") or {})
+def _metrics_line(report: dict[str, Any], suffix: str = "", label: str = "test") -> str:
+    """One line of ``report["mean" + suffix]`` (``suffix`` "_aligned": PoseOptHook's fitted poses)."""
+    mean = report.get("mean" + suffix) or {}
+    n_views = len(report.get("per_view" + suffix) or {})
     parts = [f"PSNR {_fmt(mean.get('psnr'), 2)} dB", f"SSIM {_fmt(mean.get('ssim'), 4)}"]
     lpips = mean.get("lpips")
     reason = (report.get("notes") or {}).get("lpips")
-    parts.append(f"LPIPS {_fmt(lpips, 4)}" + (f" ({reason})" if lpips is None and reason else ""))
-    return f"test ({n_views} views): " + "  ".join(parts)
+    parts.append(f"LPIPS {_fmt(lpips, 4)}" + (f" ({reason})" if lpips is None and reason and not suffix else ""))
+    return f"{label} ({n_views} views): " + "  ".join(parts)
 
 
 def format_summary(
@@ -62,6 +64,10 @@ def format_summary(
     lines = [head]
     if report:
         lines.append(_metrics_line(report))
+        if "mean_aligned" in report:  # the figure that compares with INRIA's protocol stays first
+            lines.append(_metrics_line(report, "_aligned", "test, poses fitted to the images"))
+        if report.get("phase_seconds"):
+            lines.append("time outside training: " + format_phase_seconds(report["phase_seconds"]))
     lines.append(f"outputs in {exp_dir}:")
     items: list[tuple[str, str]] = []
     if report:

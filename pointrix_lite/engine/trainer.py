@@ -23,9 +23,10 @@ import numpy as np
 import torch
 from rich.console import Console
 
-from .. import device_policy
+from .. import device_policy, progress
 from ..config import to_dict
 from ..errors import CheckpointError, ConfigError, DataError
+from ..metrics.aggregate import mean_metrics
 from ..registry import DATASETS, MODELS, RENDERERS, STRATEGIES, WRITERS
 from ..writers.base import WriterGroup, image_to_uint8
 from . import checkpoint as ckpt_io
@@ -67,18 +68,6 @@ def _to_float(value: Any) -> float | None:
     if isinstance(value, torch.Tensor):
         return float(value.detach().item())
     return float(value)
-
-
-def mean_metrics(per_view: dict[str, dict[str, float | None]]) -> dict[str, float | None]:
-    """Mean of each metric over views; ``None`` if any view lacks it (never a partial mean)."""
-    names: list[str] = []
-    for metrics in per_view.values():
-        names.extend(k for k in metrics if k not in names)
-    out: dict[str, float | None] = {}
-    for name in names:
-        values = [m.get(name) for m in per_view.values()]
-        out[name] = None if any(v is None for v in values) else float(np.mean(values))
-    return out
 
 
 def _file_stem(name: str) -> str:
@@ -137,8 +126,12 @@ class DefaultTrainer:
         self.image_dict: dict[str, np.ndarray] = {}  # images of the last val/test for the writers
         self.log_vars: dict[str, float] = {}  # extra scalars hooks publish for LogHook
         self.render_out: dict[str, Any] = {}  # renderer output of the current step / view
+        # Entries hooks add to metrics.json while test() runs (e.g. PoseOptHook's "mean_aligned").
+        self.test_report: dict[str, Any] = {}
         self._stop_requested = False
 
+        progress.PHASES.reset()  # this run's phase_seconds (metrics.json, summary)
+        setup_start = time.perf_counter()
         seed_everything(cfg.seed)
         max_steps = cfg.trainer.max_steps
         self.dataset = DATASETS.build(cfg.dataset, "dataset")
@@ -170,6 +163,7 @@ class DefaultTrainer:
         self.hooks: list[Hook] = []
         for hook in build_hooks(cfg.hooks):
             self.register_hook(hook)
+        progress.PHASES.add("setup", time.perf_counter() - setup_start)  # loading images included
 
     def _announce(self, line: str) -> None:
         self.console.print(line, markup=False)
@@ -365,28 +359,34 @@ class DefaultTrainer:
         self.image_dict = {}
         per_view: dict[str, dict[str, float | None]] = {}
         self.call_hook(f"before_{split}_epoch")
-        for i, view in enumerate(views):
-            batch = [view]
-            self.call_hook(f"before_{split}_iter", batch_idx=i, batch=batch)
-            # batch[0], not view: a hook may have swapped in a view with another pose (PoseOptHook).
-            self.render_out = self.renderer(self.model, [v.camera for v in batch], self.dataset.background)
-            self.view_metrics = {k: _to_float(v) for k, v in self.model.get_metric_dict(self.render_out, batch).items()}
-            per_view[view.name] = self.view_metrics
-            render = image_to_uint8(self.render_out["rgb"][0])
-            gt = image_to_uint8(view.image)
-            if i < self.cfg.trainer.val_images:
-                self.image_dict[view.name] = np.concatenate([gt, render], axis=1)  # gt | render
-            if save_dir is not None:
-                import imageio.v3 as iio
-
-                for kind, image in (("render", render), ("gt", gt)):
-                    (save_dir / kind).mkdir(parents=True, exist_ok=True)
-                    iio.imwrite(save_dir / kind / f"{_file_stem(view.name)}.png", image)
-            self.call_hook(f"after_{split}_iter", batch_idx=i, batch=batch)
+        with progress.phase("validation" if split == "val" else split, total=len(views), unit="views") as advance:
+            for i, view in enumerate(views):
+                self._evaluate_view(split, i, view, per_view, save_dir)
+                advance()
         self.metric_dict = mean_metrics(per_view)
         self.call_hook(f"after_{split}_epoch", metrics=self.metric_dict)
         self.model.train(was_training)
         return per_view
+
+    def _evaluate_view(self, split: str, i: int, view: Any, per_view: dict, save_dir: Path | None) -> None:
+        """Render one view alone, score it into ``per_view`` and ``image_dict``, save its PNGs."""
+        batch = [view]
+        self.call_hook(f"before_{split}_iter", batch_idx=i, batch=batch)
+        # batch[0], not view: a hook may have swapped in another view (e.g. with another pose).
+        self.render_out = self.renderer(self.model, [v.camera for v in batch], self.dataset.background)
+        self.view_metrics = {k: _to_float(v) for k, v in self.model.get_metric_dict(self.render_out, batch).items()}
+        per_view[view.name] = self.view_metrics
+        render = image_to_uint8(self.render_out["rgb"][0])
+        gt = image_to_uint8(view.image)
+        if i < self.cfg.trainer.val_images:
+            self.image_dict[view.name] = np.concatenate([gt, render], axis=1)  # gt | render
+        if save_dir is not None:
+            import imageio.v3 as iio
+
+            for kind, image in (("render", render), ("gt", gt)):
+                (save_dir / kind).mkdir(parents=True, exist_ok=True)
+                iio.imwrite(save_dir / kind / f"{_file_stem(view.name)}.png", image)
+        self.call_hook(f"after_{split}_iter", batch_idx=i, batch=batch)
 
     def validation(self) -> dict[str, float | None]:
         """Mean metrics over the validation views (also in ``self.metric_dict``)."""
@@ -397,16 +397,22 @@ class DefaultTrainer:
 
     def test(self) -> dict[str, Any]:
         """Render every test view; write ``<exp_dir>/metrics.json`` and the PNGs; return the report."""
+        self.test_report = {}
         self.call_hook("before_test")
         save_dir = self.exp_dir / "renders" / "test" if self.cfg.trainer.save_test_renders else None
         per_view = self._evaluate("test", list(self.dataset.test_views), save_dir)
         n = getattr(self.model, "num_gaussians", None)
+        # "mean" is always the test views on their given poses (INRIA's protocol); hooks that score
+        # them otherwise (PoseOptHook's test-time alignment) add their own keys beside it.
         report = {
             "mean": self.metric_dict,
             "per_view": per_view,
+            **self.test_report,
             "num_gaussians": int(n) if n is not None else None,
             "steps": self.global_step,
             "train_seconds": round(self.train_seconds, 3),
+            # Outside the training loop (setup includes loading images; test includes alignment and PNGs).
+            "phase_seconds": progress.PHASES.as_dict(),
             "notes": dict(getattr(self.model, "metric_notes", {}) or {}),
         }
         (self.exp_dir / "metrics.json").write_text(json.dumps(report, indent=2))

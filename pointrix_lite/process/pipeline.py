@@ -130,3 +130,6 @@ def _structure_from_motion(
         sfm.undistort(pycolmap, colmap_dir / "sparse" / str(chosen.index), images.root, colmap_dir / "undistorted",
                       opts.out, opts.threads)
         st.done(f"{opts.out / 'images'}, {opts.out / 'sparse' / '0'}")
+    # What training reads: the undistorted cameras (undistortion changes the image size).
+    sizes = [(int(c.width), int(c.height)) for c in pycolmap.Reconstruction(str(opts.out / "sparse" / "0")).cameras.values()]
+    summary.image_size = list(max(sizes, key=lambda wh: wh[0] * wh[1])) if sizes else []

@@ -25,6 +25,7 @@ class Summary:
     num_points: int = 0
     stage_seconds: dict[str, float] = field(default_factory=dict)
     downscaled: list[str] = field(default_factory=list)
+    image_size: list[int] = field(default_factory=list)  # [width, height] of the largest registered camera
 
     def train_command(self) -> str:
         """The command that trains on this output (the data path quoted for the shell)."""
@@ -65,6 +66,11 @@ def print_summary(console: Console, s: Summary) -> None:
     console.print(f"  time: {stages} (total {sum(s.stage_seconds.values()):.1f} s)", markup=False)
     if s.downscaled:
         console.print(f"  downscaled: {', '.join(s.downscaled)} (train on them with dataset.scale=2, 4, ...)", markup=False)
+    if s.image_size:
+        from ..data.resolution import auto_scale, describe  # the rule the training config applies
+
+        w, h = s.image_size
+        console.print(f"  {describe(w, h, auto_scale(w, h))} ({TRAIN_CONFIG} has scale: auto)", markup=False, soft_wrap=True)
     console.print("\n[bold]Train next:[/bold]")
     console.print(f"  {s.train_command()}", markup=False, soft_wrap=True)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -224,23 +225,43 @@ def test_test_time_alignment_fits_the_test_pose_and_leaves_the_model_alone():
     hook = PoseOptHook(PoseOptHook.Config(test_align_steps=150, test_align_lr=2e-3))
     trainer = _EvalTrainer(model, renderer)
     hook.trainer = trainer
-    batch = [view]
     with torch.no_grad():  # as the trainer evaluates
-        hook.before_test_iter(0, batch)
+        fitted = hook._aligned_viewmat(trainer, view, 150)
     before = float((_perturbation() - torch.eye(4)).abs().max())
-    after = float((batch[0].camera.viewmat - torch.eye(4)).abs().max())
+    after = float((fitted - torch.eye(4)).abs().max())
     assert after < 0.15 * before, (before, after)
-    assert batch[0] is not view and torch.equal(view.camera.viewmat, _perturbation())  # the dataset's view is kept
+    assert torch.equal(view.camera.viewmat, _perturbation())  # the dataset's view is kept
     assert means.grad is None
 
 
-def test_trainer_scores_the_aligned_test_pose(toy_config, tmp_path):
-    def run(steps: int) -> float:
+def test_metrics_json_keeps_given_poses_in_mean_and_adds_the_aligned_scores(toy_config, tmp_path):
+    def run(steps: int) -> dict:
         extra = {**POSE_EXTRA, "trainer": {"max_steps": 8, "val_interval": 0, "test_at_end": True, "save_test_renders": False}}
         extra["hooks"] = [{"type": "PoseOptHook", "lr": 0.01, "test_align_steps": steps, "test_align_lr": 0.05}]
         trainer = make_trainer(toy_config(extra, overrides=[f"exp_dir={tmp_path / str(steps)}"]))
         trainer.run()
-        return trainer.metric_dict["psnr"]
+        return json.loads((tmp_path / str(steps) / "metrics.json").read_text())
 
-    # Equal scores would mean the trainer rendered the dataset's pose, not the aligned one.
-    assert run(30) > run(0) + 0.2
+    plain, aligned = run(0), run(30)
+    assert "mean_aligned" not in plain and "per_view_aligned" not in plain
+    # "mean" is the same training scored on the given poses, with or without alignment.
+    assert aligned["mean"] == plain["mean"] and aligned["per_view"] == plain["per_view"]
+    assert set(aligned["per_view_aligned"]) == set(aligned["per_view"])
+    # Equal scores would mean the aligned pass rendered the dataset's pose, not the fitted one.
+    assert aligned["mean_aligned"]["psnr"] > aligned["mean"]["psnr"] + 0.2
+
+
+def test_summary_names_both_figures_given_poses_first(tmp_path):
+    from pointrix_lite.engine.summary import format_summary
+
+    view = {"psnr": 25.0, "ssim": 0.9, "lpips": None}
+    fitted = {"psnr": 27.5, "ssim": 0.93, "lpips": None}
+    report = {"mean": view, "per_view": {"a": view}, "mean_aligned": fitted, "per_view_aligned": {"a": fitted},
+              "steps": 10, "train_seconds": 1.0, "num_gaussians": 5}  # fmt: skip
+    (tmp_path / "metrics.json").write_text(json.dumps(report))
+    lines = format_summary(tmp_path).splitlines()
+    assert lines[1].startswith("test (1 views): PSNR 25.00 dB")
+    assert lines[2].startswith("test, poses fitted to the images (1 views): PSNR 27.50 dB")
+    del report["mean_aligned"], report["per_view_aligned"]
+    (tmp_path / "metrics.json").write_text(json.dumps(report))
+    assert "fitted" not in format_summary(tmp_path)

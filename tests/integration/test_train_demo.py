@@ -99,6 +99,14 @@ def test_final_summary_names_outputs(trained_run):
     assert saved == m
 
 
+def test_phases_outside_training_are_timed(trained_run):
+    phases = trained_run.metrics["phase_seconds"]
+    # validation at steps 150 and 300, the PLY after training, then the test; loading is part of setup
+    assert {"setup", "loading images", "validation", "export", "test"} <= set(phases)
+    assert all(v >= 0 for v in phases.values()) and phases["loading images"] <= phases["setup"]
+    assert "time outside training: " in trained_run.stdout and "test " in trained_run.stdout
+
+
 def test_checkpoint_carries_training_time(trained_run):
     # The final checkpoint is saved inside the loop (step 300 is a save_ckpt_after_iter multiple),
     # so it must already hold the time trained so far, not the time at the start of the run.

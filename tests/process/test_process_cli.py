@@ -56,6 +56,9 @@ def test_outputs_are_what_colmap_dataset_reads(processed):
     assert f"Registered {len(names)}/10 images" in proc.stdout
     for stage in ("features", "matching", "mapping", "undistort", "downscale"):
         assert f"✓ {stage}: " in proc.stdout and summary["stage_seconds"][stage] >= 0
+    # The training resolution the shipped config's scale: auto will pick for these 160 px photos.
+    assert summary["image_size"] == [cam.width, cam.height]
+    assert f"dataset.scale: auto -> 1: training at {cam.width}x{cam.height}, the images' full size" in proc.stdout
 
 
 def test_second_run_refuses_to_overwrite(processed, tmp_path):
@@ -86,5 +89,6 @@ def test_printed_train_command_trains_with_the_shipped_config(processed, tmp_pat
     # white_background false: the number itself is low and not the point here).
     assert sorted(metrics["per_view"]) == sorted(p.stem for p in (exp / "renders" / "test" / "render").iterdir())
     assert len(metrics["per_view"]) >= 1 and 0.0 < metrics["mean"]["psnr"] < 100.0
+    assert set(metrics["per_view_aligned"]) == set(metrics["per_view"])  # given poses in mean, fitted beside
     names = [h["type"] for h in __import__("yaml").safe_load((exp / "config.yaml").read_text())["hooks"]]
     assert "PoseOptHook" in names

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import ConfigError
+from ...progress import phase
 from ...registry import HOOKS
 from ..priority import Priority
 from .base import Hook
@@ -67,14 +68,16 @@ class PlyExportHook(Hook):
             return None
         stem = path.name[: -len(path.suffix)] if path.suffix else path.name
         self.paths = []
-        for fmt in self.formats:
-            if fmt.name == "ply":  # every Gaussian as trained, exactly (what load_ply / resume-from-PLY read)
-                self.paths.append(save_ply(model, path))
-                continue
-            try:
-                self.paths.append(export_gaussians(model.params, fmt, path.with_name(stem + fmt.suffix)).path)
-            except DataError as exc:  # e.g. every Gaussian pruned: a finished run must not fail here
-                self.trainer.console.print(f"PlyExportHook: {exc}", markup=False)
+        with phase("export", total=len(self.formats), unit="files") as advance:
+            for fmt in self.formats:
+                if fmt.name == "ply":  # every Gaussian as trained, exactly (what load_ply / resume-from-PLY read)
+                    self.paths.append(save_ply(model, path))
+                else:
+                    try:
+                        self.paths.append(export_gaussians(model.params, fmt, path.with_name(stem + fmt.suffix)).path)
+                    except DataError as exc:  # e.g. every Gaussian pruned: a finished run must not fail here
+                        self.trainer.console.print(f"PlyExportHook: {exc}", markup=False)
+                advance()
         self.path = self.paths[0] if self.paths else None
         return self.path
 
