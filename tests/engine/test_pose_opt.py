@@ -265,3 +265,26 @@ def test_summary_names_both_figures_given_poses_first(tmp_path):
     del report["mean_aligned"], report["per_view_aligned"]
     (tmp_path / "metrics.json").write_text(json.dumps(report))
     assert "fitted" not in format_summary(tmp_path)
+
+
+def test_alignment_runs_coarse_then_full_size_and_stops_when_converged():
+    scene = _scene()
+    base = GaussianRenderer(GaussianRenderer.Config(backend="auto"))
+    widths = []
+
+    def renderer(model, cameras, background):
+        widths.append(cameras[0].width)
+        return base(model, cameras, background)
+
+    image = base(scene, [_camera(torch.eye(4), size=320)], (0.0, 0.0, 0.0))["rgb"][0].detach()
+    view = View(_camera(_perturbation(), size=320), (image * 255).round().to(torch.uint8), "t0", 0)
+    hook = PoseOptHook(PoseOptHook.Config(test_align_steps=400, test_align_lr=2e-3))
+    trainer = _EvalTrainer(scene, renderer)
+    hook.trainer = trainer
+    with torch.no_grad():
+        fitted = hook._aligned_viewmat(trainer, view, 400)
+    before = float((_perturbation() - torch.eye(4)).abs().max())
+    assert float((fitted - torch.eye(4)).abs().max()) < 0.15 * before
+    # 320x320 is over ALIGN_COARSE_PIXELS: 160x160 first, then full size; both stages stop early.
+    assert set(widths) == {160, 320} and widths == sorted(widths)
+    assert widths.count(160) < 300 and widths.count(320) < 100
