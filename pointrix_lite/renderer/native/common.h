@@ -13,33 +13,59 @@ constexpr float kAlphaThreshold = 1.f / 255.f;  // gsplat ALPHA_THRESHOLD
 constexpr float kMaxAlpha = 0.999f;
 constexpr float kTransmittanceEps = 1e-4f;
 
-// exp(x) (meant for x <= 0) in float, accurate to ~1 ulp (Cephes expf polynomial) and
-// branch-free, so that GCC vectorises the pixel loops with it. glibc's expf
-// only vectorises under -ffast-math, which would break the exact thresholds
-// (alpha < 1/255, T <= 1e-4) shared with the reference.
-static inline float exp_neg(float x) {
-    x = x < -87.f ? -87.f : x;
-    x = x > 88.f ? 88.f : x;
-    float fx = x * 1.44269504088896341f + 0.5f;
-    float n = std::floor(fx);
-    float r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
+// Scalar spellings of the lane helpers simd.h defines for vectors, so the
+// templates below compile to the same operations for float and for vf.
+static inline float sel(bool m, float a, float b) { return m ? a : b; }
+static inline int32_t as_int(float x) {
+    int32_t i;
+    std::memcpy(&i, &x, sizeof(i));
+    return i;
+}
+static inline float as_float(int32_t i) {
+    float x;
+    std::memcpy(&x, &i, sizeof(x));
+    return x;
+}
+
+// 2^n as float bits from t = n + 1.5 * 2^23 (the low mantissa bits of t hold
+// n); unsigned, so garbage lanes cannot overflow a signed shift.
+static inline int32_t exp_bits(int32_t t) {
+    return static_cast<int32_t>((static_cast<uint32_t>(t) + (127u - 0x4B400000u)) << 23);
+}
+
+// exp(x) (meant for x <= 0) in float, accurate to ~1-2 ulp (Cephes expf polynomial),
+// branch-free so that it vectorises. glibc's expf only vectorises under
+// -ffast-math, which would break the exact thresholds (alpha < 1/255,
+// T <= 1e-4) shared with the reference. One template for the scalar code and
+// every vector width, with no fused multiply-add (-ffp-contract=off): every
+// build (scalar, SSE, AVX2, AVX-512, NEON) computes bit-identical alphas.
+// Round-to-nearest range reduction through the 1.5 * 2^23 trick; x is clamped
+// below at -87 so the result stays normal. Lanes with x > 88 (only from
+// invalid negative sigma) give garbage, which every caller masks out with a
+// select, never by multiplying.
+template <class F>
+static inline F exp_neg_t(F x) {
+    const float kMagic = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer
+    x = sel(x < -87.f, F(-87.f), x);
+    const F t = x * 1.44269504088896341f + kMagic;
+    const F n = t - kMagic;
+    F r = x - n * 0.693359375f;  // exact: 0.693359375 has 9 significant bits, |n| < 2^7
+    r = r + n * 2.12194440e-4f;
+    F p = F(1.9875691500e-4f) * r + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
-    float y = p * r * r + r + 1.f;
-    int32_t e = (static_cast<int32_t>(n) + 127) << 23;
-    float scale;
-    std::memcpy(&scale, &e, sizeof(float));
-    return y * scale;
+    const F y = p * (r * r) + r + 1.f;
+    return y * as_float(exp_bits(as_int(t)));
 }
+static inline float exp_neg(float x) { return exp_neg_t(x); }
 
-// Gaussian falloff exponent, written once so forward and backward recompute
-// bit-identical values (the backward replays the forward's threshold tests).
-static inline float gauss_sigma(float a, float b, float c, float dx, float dy) {
+// Gaussian falloff exponent, written once so forward and backward (and every
+// build, scalar or vector) recompute bit-identical values: the backward replays
+// the forward's threshold tests.
+template <class F>
+static inline F gauss_sigma(F a, F b, F c, F dx, F dy) {
     return 0.5f * (a * dx * dx + c * dy * dy) + b * dx * dy;
 }
 

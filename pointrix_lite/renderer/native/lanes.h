@@ -1,5 +1,6 @@
 // Per-Gaussian stages (sh.cpp, projection.cpp) on blocks of kL consecutive
-// Gaussians, one per SIMD lane (simd.h's 16-lane vf; kL = 1, plain float,
+// Gaussians, one per SIMD lane of the target's native vector (simd.h's nf:
+// 16 lanes on AVX-512, 8 on AVX2, 4 on SSE / NEON; kL = 1, plain float,
 // under PLR_SCALAR). Lane code spells out the scalar formula step by step
 // (no FMA contraction: -ffp-contract=off), so every lane width gives
 // bit-identical results. Inputs are [N, len] rows (AoS); a block is
@@ -16,9 +17,8 @@
 namespace plr {
 
 #if defined(PLR_HAVE_VEC)
-typedef vf Lane;
-constexpr int kL = kLanes;
-static_assert(kL == 16, "transpose16 below");
+typedef nf Lane;
+constexpr int kL = kNative;
 #else
 typedef float Lane;
 constexpr int kL = 1;
@@ -50,29 +50,36 @@ static inline Lane lsqrt(Lane x) {
 }
 
 #if defined(PLR_HAVE_VEC)
-// In-register 16x16 transpose: log2(16) stages, each swapping the off-diagonal
-// k x k blocks of every 2k x 2k block (two-source shuffles).
-static inline void transpose16(Lane r[16]) {
-#define PLR_STAGE(K, ...)                                                                                      \
-    for (int i = 0; i < 16; ++i)                                                                               \
+// In-register kL x kL transpose: log2(kL) stages, each swapping the
+// off-diagonal k x k blocks of every 2k x 2k block (two-source shuffles).
+static inline void transpose_lanes(Lane r[kL]) {
+#define PLR_STAGE(K, LO, HI)                                                                                   \
+    for (int i = 0; i < kL; ++i)                                                                               \
         if (!(i & K)) {                                                                                        \
             Lane a = r[i], b = r[i + K];                                                                       \
-            r[i] = __builtin_shufflevector(a, b, __VA_ARGS__);                                                 \
-            r[i + K] = __builtin_shufflevector(a, b, PLR_HI_##K);                                              \
+            r[i] = __builtin_shufflevector(a, b, LO);                                                          \
+            r[i + K] = __builtin_shufflevector(a, b, HI);                                                      \
         }
-#define PLR_HI_8 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
-#define PLR_HI_4 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
-#define PLR_HI_2 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
-#define PLR_HI_1 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
-    PLR_STAGE(8, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)
-    PLR_STAGE(4, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27)
-    PLR_STAGE(2, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29)
-    PLR_STAGE(1, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30)
+#define PLR_L(...) __VA_ARGS__
+#if defined(__AVX512F__)
+    PLR_STAGE(8, PLR_L(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
+              PLR_L(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31))
+    PLR_STAGE(4, PLR_L(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
+              PLR_L(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31))
+    PLR_STAGE(2, PLR_L(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
+              PLR_L(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31))
+    PLR_STAGE(1, PLR_L(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30),
+              PLR_L(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31))
+#elif defined(__AVX__)
+    PLR_STAGE(4, PLR_L(0, 1, 2, 3, 8, 9, 10, 11), PLR_L(4, 5, 6, 7, 12, 13, 14, 15))
+    PLR_STAGE(2, PLR_L(0, 1, 8, 9, 4, 5, 12, 13), PLR_L(2, 3, 10, 11, 6, 7, 14, 15))
+    PLR_STAGE(1, PLR_L(0, 8, 2, 10, 4, 12, 6, 14), PLR_L(1, 9, 3, 11, 5, 13, 7, 15))
+#else
+    PLR_STAGE(2, PLR_L(0, 1, 4, 5), PLR_L(2, 3, 6, 7))
+    PLR_STAGE(1, PLR_L(0, 4, 2, 6), PLR_L(1, 5, 3, 7))
+#endif
+#undef PLR_L
 #undef PLR_STAGE
-#undef PLR_HI_8
-#undef PLR_HI_4
-#undef PLR_HI_2
-#undef PLR_HI_1
 }
 #endif
 
@@ -84,7 +91,7 @@ static inline void to_lanes(const float *__restrict src, int64_t stride, int n, 
         for (; m0 + kL <= len; m0 += kL) {
             Lane r[kL];
             for (int j = 0; j < kL; ++j) r[j] = load(src + j * stride + m0);
-            transpose16(r);
+            transpose_lanes(r);
             for (int i = 0; i < kL; ++i) store(dst + (m0 + i) * kL, r[i]);
         }
 #endif
@@ -102,7 +109,7 @@ static inline void from_lanes(const float *__restrict src, int len, int64_t stri
         for (; m0 + kL <= len; m0 += kL) {
             Lane r[kL];
             for (int i = 0; i < kL; ++i) r[i] = load(src + (m0 + i) * kL);
-            transpose16(r);
+            transpose_lanes(r);
             for (int j = 0; j < kL; ++j) store(dst + j * stride + m0, r[j]);
         }
 #endif

@@ -208,17 +208,17 @@ struct BwdWorkerVec {
                 const int64_t pix = (ti.cam * a.height + y) * a.width + x;
                 const int64_t vpix = ti.cam * cs[0] + y * cs[1] + x * cs[2];
                 const int64_t apix = ti.cam * as[0] + y * as[1] + x * as[2];
-                last[k][j] = in ? last_ids[pix] : -1;
-                T[k][j] = in ? T_final[pix] : 0.f;
+                last[k].set(j, in ? last_ids[pix] : -1);
+                T[k].set(j, in ? T_final[pix] : 0.f);
                 float bgdot = 0.f;
                 for (int q = 0; q < D; ++q) {
                     const float v = in ? v_px[vpix + q * cs[3]] : 0.f;
-                    vc[q * kLanes + k][j] = v;
-                    buf[q * kLanes + k][j] = 0.f;
+                    vc[q * kLanes + k].set(j, v);
+                    buf[q * kLanes + k].set(j, 0.f);
                     if (bg) bgdot += bg[q] * v;
                 }
                 // the alpha channel and background see alpha_i through T_final / (1 - alpha_i)
-                tfa[k][j] = in ? T[k][j] * (va_px[apix] - bgdot) : 0.f;
+                tfa[k].set(j, in ? T[k][j] * (va_px[apix] - bgdot) : 0.f);
                 max_last = std::max(max_last, last[k][j]);
             }
         }

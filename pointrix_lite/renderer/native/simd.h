@@ -1,7 +1,11 @@
-// 16-lane float vectors (one tile row of 16 pixels) with GCC/Clang vector
-// extensions: AVX-512 registers under -march=native on such CPUs, pairs of
-// AVX2 / quads of SSE registers elsewhere. Every operation mirrors the scalar
-// code in common.h step by step (no FMA contraction), so both give bit-identical
+// 16-lane float vectors (one 4x4 pixel block) built from the target's native
+// vectors: one AVX-512 register, two AVX2 or four SSE / NEON registers. GCC's
+// generic 64-byte vector type is lowered badly where 64 bytes is not native
+// (measured on AVX2: values spilled to the stack lane by lane, the rasterizer
+// ~10x slower than on AVX-512), so vf / vi hold an array of native-width
+// vectors and every operator works part by part. Alpha math (common.h's
+// exp_neg / gauss_sigma templates) runs the same unfused operations in every
+// lane of every ISA and in the scalar code, so all builds blend bit-identical
 // alphas. Define PLR_SCALAR to compile without vector extensions.
 #pragma once
 
@@ -11,8 +15,10 @@
 
 #include "common.h"
 
-#if defined(__AVX512F__) || defined(__FMA__)
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#elif defined(__ARM_NEON)
+#include <arm_neon.h>
 #endif
 
 #if !defined(PLR_SCALAR) && defined(__GNUC__)
@@ -21,58 +27,101 @@
 namespace plr {
 
 constexpr int kLanes = 16;
-typedef float vf __attribute__((vector_size(64)));
-typedef int32_t vi __attribute__((vector_size(64)));
-
-static inline vf splat(float s) { return vf{} + s; }
-static inline vi splati(int32_t s) { return vi{} + s; }
-static inline vf sel(vi m, vf a, vf b) { return m ? a : b; }
-static inline vi seli(vi m, vi a, vi b) { return m ? a : b; }
-
-static inline vf vabs(vf x) { return (vf)((vi)x & 0x7fffffff); }
-
-// a * b + c, fused where the target has FMA. Only the 16-lane path uses it;
-// forward and backward share the functions below, so both still see
-// bit-identical alphas (what the backward's threshold replay needs).
-static inline vf fmadd(vf a, vf b, vf c) {
 #if defined(__AVX512F__)
-    return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
-#elif defined(__FMA__)
-    __m256 a2[2], b2[2], c2[2];
-    __builtin_memcpy(a2, &a, sizeof(a));
-    __builtin_memcpy(b2, &b, sizeof(b));
-    __builtin_memcpy(c2, &c, sizeof(c));
-    c2[0] = _mm256_fmadd_ps(a2[0], b2[0], c2[0]);
-    c2[1] = _mm256_fmadd_ps(a2[1], b2[1], c2[1]);
-    vf r;
-    __builtin_memcpy(&r, c2, sizeof(r));
-    return r;
+constexpr int kNative = 16;
+#elif defined(__AVX__)
+constexpr int kNative = 8;
 #else
-    return a * b + c;
+constexpr int kNative = 4;  // SSE, NEON, anything else GCC/Clang vectorise
+#endif
+constexpr int kParts = kLanes / kNative;
+typedef float nf __attribute__((vector_size(4 * kNative)));
+typedef int32_t ni __attribute__((vector_size(4 * kNative)));
+
+struct vi;
+struct vf {
+    nf p[kParts];
+    vf() = default;  // vf{} is zero
+    vf(float s) {    // NOLINT: a scalar broadcasts, as GCC vectors do
+        for (int i = 0; i < kParts; ++i) p[i] = nf{} + s;
+    }
+    float operator[](int j) const { return p[j / kNative][j % kNative]; }
+    void set(int j, float v) { p[j / kNative][j % kNative] = v; }
+};
+struct vi {
+    ni p[kParts];
+    vi() = default;
+    vi(int32_t s) {  // NOLINT
+        for (int i = 0; i < kParts; ++i) p[i] = ni{} + s;
+    }
+    int32_t operator[](int j) const { return p[j / kNative][j % kNative]; }
+    void set(int j, int32_t v) { p[j / kNative][j % kNative] = v; }
+};
+
+#define PLR_PARTS(T, expr)                              \
+    T r;                                                \
+    for (int i = 0; i < kParts; ++i) r.p[i] = (expr);   \
+    return r
+#define PLR_BINOP(R, T, op)                                                                \
+    static inline R operator op(const T &a, const T &b) { PLR_PARTS(R, a.p[i] op b.p[i]); }
+PLR_BINOP(vf, vf, +)
+PLR_BINOP(vf, vf, -)
+PLR_BINOP(vf, vf, *)
+PLR_BINOP(vf, vf, /)
+PLR_BINOP(vi, vf, <)
+PLR_BINOP(vi, vf, <=)
+PLR_BINOP(vi, vf, >)
+PLR_BINOP(vi, vf, >=)
+PLR_BINOP(vi, vi, +)
+PLR_BINOP(vi, vi, -)
+PLR_BINOP(vi, vi, *)
+PLR_BINOP(vi, vi, &)
+PLR_BINOP(vi, vi, |)
+PLR_BINOP(vi, vi, <)
+PLR_BINOP(vi, vi, >=)
+#undef PLR_BINOP
+static inline vf operator-(const vf &a) { PLR_PARTS(vf, -a.p[i]); }
+static inline vi operator~(const vi &a) { PLR_PARTS(vi, ~a.p[i]); }
+static inline vi operator<<(const vi &a, int s) { PLR_PARTS(vi, a.p[i] << s); }
+static inline vf &operator+=(vf &a, const vf &b) { return a = a + b; }
+
+static inline vf splat(float s) { return vf(s); }
+static inline vi splati(int32_t s) { return vi(s); }
+static inline vf sel(const vi &m, const vf &a, const vf &b) { PLR_PARTS(vf, m.p[i] ? a.p[i] : b.p[i]); }
+static inline vi seli(const vi &m, const vi &a, const vi &b) { PLR_PARTS(vi, m.p[i] ? a.p[i] : b.p[i]); }
+static inline vi as_int(const vf &a) { PLR_PARTS(vi, (ni)a.p[i]); }
+static inline vf as_float(const vi &a) { PLR_PARTS(vf, (nf)a.p[i]); }
+static inline vi to_int(const vf &a) { PLR_PARTS(vi, __builtin_convertvector(a.p[i], ni)); }  // truncates
+static inline vf to_float(const vi &a) { PLR_PARTS(vf, __builtin_convertvector(a.p[i], nf)); }
+static inline vf vabs(const vf &x) { return as_float(as_int(x) & 0x7fffffff); }
+static inline vf load16(const float *s) {
+    vf r;
+    __builtin_memcpy(&r, s, sizeof(r));
+    return r;
+}
+static inline vf iota16() {
+    static const float k[kLanes] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    return load16(k);
+}
+
+// a * b + c, fused where the target has FMA. Only colour sums and gradients
+// use it (results may differ by ISA in the last bits there, never the alphas).
+static inline vf fmadd(const vf &a, const vf &b, const vf &c) {
+#if defined(__AVX512F__)
+    PLR_PARTS(vf, (nf)_mm512_fmadd_ps((__m512)a.p[i], (__m512)b.p[i], (__m512)c.p[i]));
+#elif defined(__FMA__) && defined(__AVX__)
+    PLR_PARTS(vf, (nf)_mm256_fmadd_ps((__m256)a.p[i], (__m256)b.p[i], (__m256)c.p[i]));
+#elif defined(__aarch64__)
+    PLR_PARTS(vf, (nf)vfmaq_f32((float32x4_t)c.p[i], (float32x4_t)a.p[i], (float32x4_t)b.p[i]));
+#else
+    PLR_PARTS(vf, a.p[i] * b.p[i] + c.p[i]);
 #endif
 }
-static inline vf fmadd(vf a, float b, vf c) { return fmadd(a, splat(b), c); }
+#undef PLR_PARTS
 
-// exp(x) for the alpha test: Cephes polynomial (~1-2 ulp) with round-to-nearest
-// range reduction through the 1.5 * 2^23 trick. x is clamped below at -87 so
-// the result stays normal; lanes with x > 88 (only from invalid negative sigma)
-// may produce garbage, which every caller masks out with sel(), never by multiplying.
-static inline vf exp_neg(vf x) {
-    const float kMagic = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer
-    x = sel(x < -87.f, splat(-87.f), x);
-    vf t = fmadd(x, 1.44269504088896341f, splat(kMagic));
-    vf n = t - kMagic;
-    vf r = fmadd(n, -0.693359375f, x);
-    r = fmadd(n, 2.12194440e-4f, r);
-    vf p = fmadd(splat(1.9875691500e-4f), r, splat(1.3981999507e-3f));
-    p = fmadd(p, r, splat(8.3334519073e-3f));
-    p = fmadd(p, r, splat(4.1665795894e-2f));
-    p = fmadd(p, r, splat(1.6666665459e-1f));
-    p = fmadd(p, r, splat(5.0000001201e-1f));
-    vf y = fmadd(p, r * r, r) + 1.f;
-    vi e = ((vi)t + (127 - 0x4B400000)) << 23;  // low mantissa bits of t hold n
-    return y * (vf)e;
-}
+static inline vi exp_bits(const vi &t) { return (t + vi(127 - 0x4B400000)) << 23; }
+// exp(x) and sigma as common.h defines them for every build
+static inline vf exp_neg(const vf &x) { return exp_neg_t(x); }
 
 // The falloff sigma(dx, dy) = 0.5 a dx^2 + b dx dy + 0.5 c dy^2 at 16 pixel
 // centres (px, py), with the offsets dx = x - px, dy = y - py it was built
@@ -82,33 +131,67 @@ struct Falloff {
     vf dx, dy, sigma;
 };
 
-static inline Falloff falloff(float x, float y, float a, float b, float c, vf px, vf py) {
+static inline Falloff falloff(float x, float y, float a, float b, float c, const vf &px, const vf &py) {
     Falloff f;
     f.dx = x - px;
     f.dy = y - py;
-    f.sigma = fmadd(b * f.dx, f.dy, (0.5f * a) * f.dx * f.dx + (0.5f * c) * f.dy * f.dy);
+    f.sigma = gauss_sigma(vf(a), vf(b), vf(c), f.dx, f.dy);
     return f;
 }
 
-// Bit k set when lane k of the comparison mask m is.
-static inline uint32_t mask_bits(vi m) {
+// Bit k set when lane k of the comparison mask m is (movemask per native part).
+static inline uint32_t mask_bits(const vi &m) {
 #if defined(__AVX512F__)
-    return _mm512_test_epi32_mask((__m512i)m, (__m512i)m);
+    return _mm512_movepi32_mask((__m512i)m.p[0]);
 #else
     uint32_t bits = 0;
-    for (int k = 0; k < kLanes; ++k) bits |= (m[k] ? 1u : 0u) << k;
+    for (int i = 0; i < kParts; ++i) {
+#if defined(__AVX__)
+        const uint32_t b = static_cast<uint32_t>(_mm256_movemask_ps((__m256)m.p[i]));
+#elif defined(__SSE2__)
+        const uint32_t b = static_cast<uint32_t>(_mm_movemask_ps((__m128)m.p[i]));
+#elif defined(__aarch64__)
+        const uint32x4_t w = {1, 2, 4, 8};
+        const uint32_t b = vaddvq_u32(vandq_u32((uint32x4_t)m.p[i], w));
+#else
+        uint32_t b = 0;
+        for (int j = 0; j < kNative; ++j) b |= (m.p[i][j] ? 1u : 0u) << j;
+#endif
+        bits |= b << (i * kNative);
+    }
     return bits;
 #endif
 }
+
+// Is any lane of the comparison mask m set?
+static inline bool any(const vi &m) {
+#if defined(__AVX512F__)
+    return _mm512_movepi32_mask((__m512i)m.p[0]) != 0;
+#else
+    ni o = m.p[0];
+    for (int i = 1; i < kParts; ++i) o |= m.p[i];
+#if defined(__AVX__)
+    return !_mm256_testz_si256((__m256i)o, (__m256i)o);
+#elif defined(__SSE4_1__)
+    return !_mm_testz_si128((__m128i)o, (__m128i)o);
+#elif defined(__aarch64__)
+    return vmaxvq_u32((uint32x4_t)o) != 0;
+#else
+    return mask_bits(m) != 0;
+#endif
+#endif
+}
+
+static inline int count(const vi &m) { return __builtin_popcount(mask_bits(m)); }
 
 // Per lane, can sigma reach level (plus Reach's float allowance) at some
 // offset in the rectangle [dxl, dxh] x [dyl, dyh] (Reach::rect in 16 lanes)?
 // level = +inf with nb_a = nb_c = 0 marks a conic that is not positive
 // definite: every rectangle.
-static inline vi reach_rects(float a, float b, float c, float level, float nb_a, float nb_c, vf dxl, vf dxh,
-                             vf dyl, vf dyh) {
-    auto clampv = [](vf v, vf lo, vf hi) { return sel(v < lo, lo, sel(v > hi, hi, v)); };
-    auto sigma = [&](vf dx, vf dy) { return 0.5f * (a * dx * dx + c * dy * dy) + b * dx * dy; };
+static inline vi reach_rects(float a, float b, float c, float level, float nb_a, float nb_c, const vf &dxl,
+                             const vf &dxh, const vf &dyl, const vf &dyh) {
+    auto clampv = [](const vf &v, const vf &lo, const vf &hi) { return sel(v < lo, lo, sel(v > hi, hi, v)); };
+    auto sigma = [&](const vf &dx, const vf &dy) { return 0.5f * (a * dx * dx + c * dy * dy) + b * dx * dy; };
     const vf X = sel(vabs(dxl) > vabs(dxh), vabs(dxl), vabs(dxh));
     const vf Y = sel(vabs(dyl) > vabs(dyh), vabs(dyl), vabs(dyh));
     const vf lim = level + static_cast<float>(2 * kReachSlack) *
@@ -131,53 +214,35 @@ static inline uint32_t reach_tiles(const Reach &R, float gx, float gy, int tx0, 
                                    int width, int height) {
     const int n = bw * bh;
     if (R.mode != 2) return R.mode == 1 ? (n >= 32 ? ~0u : (1u << n) - 1) : 0u;
-    vf j;
-    for (int k = 0; k < kLanes; ++k) j[k] = static_cast<float>(k);
-    const vi yi = __builtin_convertvector((j + 0.5f) * (1.f / static_cast<float>(bw)), vi);  // floor, j >= 0
-    const vi xi = __builtin_convertvector(j, vi) - yi * bw;
-    const vi px0 = (xi + tx0) * ts, py0 = (yi + ty0) * ts;
-    const vi px1 = px0 + ts, py1 = py0 + ts;
-    const vf xl = __builtin_convertvector(px0, vf) + 0.5f, yl = __builtin_convertvector(py0, vf) + 0.5f;
-    const vf xh = __builtin_convertvector(px1 < width ? px1 : splati(width), vf) - 0.5f;
-    const vf yh = __builtin_convertvector(py1 < height ? py1 : splati(height), vf) - 0.5f;
+    const vf j = iota16();
+    const vi yi = to_int((j + 0.5f) * (1.f / static_cast<float>(bw)));  // floor, j >= 0
+    const vi xi = to_int(j) - yi * vi(bw);
+    const vi px0 = (xi + vi(tx0)) * vi(ts), py0 = (yi + vi(ty0)) * vi(ts);
+    const vi px1 = px0 + vi(ts), py1 = py0 + vi(ts);
+    const vf xl = to_float(px0) + 0.5f, yl = to_float(py0) + 0.5f;
+    const vf xh = to_float(seli(px1 < vi(width), px1, vi(width))) - 0.5f;
+    const vf yh = to_float(seli(py1 < vi(height), py1, vi(height))) - 0.5f;
     const vi hit = reach_rects(R.a, R.b, R.c, R.level, R.nb_a, R.nb_c, gx - xh, gx - xl, gy - yh, gy - yl);
-    return mask_bits(hit & (__builtin_convertvector(j, vi) < n));
+    return mask_bits(hit) & (n >= 32 ? ~0u : (1u << n) - 1);
 }
 
-typedef float vf8 __attribute__((vector_size(32)));
-typedef float vf4 __attribute__((vector_size(16)));
-
-// Sum of the 16 lanes in a fixed pairwise order (deterministic, ISA-independent).
-__attribute__((always_inline)) static inline float hsum(vf v) {
-    vf8 lo, hi;
-    __builtin_memcpy(&lo, &v, sizeof(lo));
-    __builtin_memcpy(&hi, reinterpret_cast<const char *>(&v) + sizeof(lo), sizeof(hi));
-    vf8 s8 = lo + hi;
-    vf4 l4, h4;
-    __builtin_memcpy(&l4, &s8, sizeof(l4));
-    __builtin_memcpy(&h4, reinterpret_cast<const char *>(&s8) + sizeof(l4), sizeof(h4));
-    vf4 s4 = l4 + h4;
-    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
-}
-
-static inline bool any(vi m) {
+// Sum of the 16 lanes in a fixed pairwise order, the same on every ISA:
+// lanes j and j + 8, then j and j + 4, then (0 + 2) + (1 + 3).
+__attribute__((always_inline)) static inline float hsum(const vf &v) {
+    typedef float f4 __attribute__((vector_size(16)));
+    f4 s4;
 #if defined(__AVX512F__)
-    return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0;
+    typedef float f8 __attribute__((vector_size(32)));
+    const f8 s8 = __builtin_shufflevector(v.p[0], v.p[0], 0, 1, 2, 3, 4, 5, 6, 7) +
+                  __builtin_shufflevector(v.p[0], v.p[0], 8, 9, 10, 11, 12, 13, 14, 15);
+    s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
+#elif defined(__AVX__)
+    const nf s8 = v.p[0] + v.p[1];
+    s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
 #else
-    int32_t s[kLanes];
-    __builtin_memcpy(s, &m, sizeof(s));
-    int32_t acc = 0;
-    for (int i = 0; i < kLanes; ++i) acc |= s[i];
-    return acc != 0;
+    s4 = (v.p[0] + v.p[2]) + (v.p[1] + v.p[3]);
 #endif
-}
-
-static inline int count(vi m) {
-    int32_t s[kLanes];
-    __builtin_memcpy(s, &m, sizeof(s));
-    int n = 0;
-    for (int i = 0; i < kLanes; ++i) n += s[i] != 0;
-    return n;
+    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
 
 }  // namespace plr

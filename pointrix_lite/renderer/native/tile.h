@@ -91,15 +91,15 @@ struct TileBlocks {
             n_inside[k] = 0;
             for (int j = 0; j < kLanes; ++j) {
                 const int x = bx + j % kBlockSide, y = by + j / kBlockSide;
-                px[k][j] = static_cast<float>(ti.x0 + x) + 0.5f;
-                py[k][j] = static_cast<float>(ti.y0 + y) + 0.5f;
-                inside[k][j] = x < ti.w && y < ti.h ? -1 : 0;
+                px[k].set(j, static_cast<float>(ti.x0 + x) + 0.5f);
+                py[k].set(j, static_cast<float>(ti.y0 + y) + 0.5f);
+                inside[k].set(j, x < ti.w && y < ti.h ? -1 : 0);
                 n_inside[k] += x < ti.w && y < ti.h;
             }
-            xl[k] = static_cast<float>(ti.x0 + bx) + 0.5f;
-            yl[k] = static_cast<float>(ti.y0 + by) + 0.5f;
-            xh[k] = static_cast<float>(ti.x0 + std::min(bx + kBlockSide, ti.w) - 1) + 0.5f;
-            yh[k] = static_cast<float>(ti.y0 + std::min(by + kBlockSide, ti.h) - 1) + 0.5f;
+            xl.set(k, static_cast<float>(ti.x0 + bx) + 0.5f);
+            yl.set(k, static_cast<float>(ti.y0 + by) + 0.5f);
+            xh.set(k, static_cast<float>(ti.x0 + std::min(bx + kBlockSide, ti.w) - 1) + 0.5f);
+            yh.set(k, static_cast<float>(ti.y0 + std::min(by + kBlockSide, ti.h) - 1) + 0.5f);
             if (n_inside[k]) live |= 1u << k;
         }
     }
