@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from ._build import build_pending, load_extension
+from ._build import build_pending, isa_level, load_extension
 from ._build import unavailable_reason as _reason
 from .api import rasterization_native
 
-__all__ = ["rasterization_native", "is_available", "unavailable_reason", "prepare", "BUILD_MESSAGE"]
+__all__ = ["rasterization_native", "is_available", "unavailable_reason", "prepare", "isa_level", "isa_line",
+           "BUILD_MESSAGE"]  # fmt: skip
 
 BUILD_MESSAGE = "building the native CPU rasterizer (first run only) ..."
 
@@ -27,12 +28,22 @@ def unavailable_reason() -> Optional[str]:
     return _reason()
 
 
+def isa_line() -> str:
+    """The run header's line: ``native rasterizer: x86-64-v3 (AVX2+FMA)``, or why it is unavailable."""
+    if not is_available():
+        return f"native rasterizer: unavailable ({unavailable_reason()})"
+    return f"native rasterizer: {isa_level()}"
+
+
 def prepare(announce: Optional[Callable[[str], object]] = print) -> bool:
     """Build or load the extension now (before training, so the build is not timed as a step).
 
     ``announce(BUILD_MESSAGE)`` is called first only when this will actually compile, not when
-    it loads a cached build. Returns ``is_available()``.
+    it loads a cached build; then ``announce(isa_line())`` on every call. Returns ``is_available()``.
     """
     if announce is not None and build_pending():
         announce(BUILD_MESSAGE)
-    return is_available()
+    ok = is_available()
+    if announce is not None:
+        announce(isa_line())
+    return ok

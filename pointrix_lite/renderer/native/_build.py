@@ -1,9 +1,14 @@
 """Just-in-time build of the C++ extension with ``torch.utils.cpp_extension.load``.
 
-Built once per source version and CPU kind into torch's extensions cache
+Built once per source version, CPU kind and target ISA into torch's extensions cache
 (``TORCH_EXTENSIONS_DIR`` or ``~/.cache/torch_extensions``), then only imported.
 Every failure is caught: ``is_available()`` turns False and ``unavailable_reason()``
 says why, so callers can fall back to the pure-torch backend.
+
+``POINTRIX_NATIVE_ARCH`` picks the target instead of ``-march=native``: a GCC/Clang
+``-march`` value (``x86-64-v3``, ``x86-64-v2``, ``armv8-a``, ...) or ``scalar`` (no vector
+extensions, the compiler's default target). Each target is its own module, so benchmarks
+and tests can load several side by side (``load_extension(arch)``).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import hashlib
 import logging
 import os
 import platform
+import re
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -34,11 +40,15 @@ _ATTEMPTS = (
     ([], ["-pthread"]),
     (["-DPLR_SCALAR"], ["-pthread"]),  # no vector extensions: slower but portable
 )
+ARCH_ENV = "POINTRIX_NATIVE_ARCH"
+_ARCH_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # load_extension() calls load_variant() under it
 _module: Optional[ModuleType] = None
 _error: Optional[str] = None
 _tried = False
+# arch -> loaded module, or the error string of its failed build (explicit targets only)
+_variants: dict[str, "ModuleType | str"] = {}
 
 
 def _cpu_tag() -> str:
@@ -75,6 +85,29 @@ def _module_name(src_dir: Path, level: int) -> str:
     return f"pointrix_lite_native_{_source_tag(src_dir)}_{_cpu_tag()}_{level}"
 
 
+def requested_arch() -> Optional[str]:
+    """``$POINTRIX_NATIVE_ARCH`` (None when unset, empty or ``native``: build with -march=native).
+
+    Raises ValueError with a one-line message naming the variable for a malformed value."""
+    value = os.environ.get(ARCH_ENV, "").strip()
+    if value in ("", "native"):
+        return None
+    if not _ARCH_RE.fullmatch(value):
+        raise ValueError(f"{ARCH_ENV}={value!r}: expected native, scalar or a -march value such as x86-64-v3")
+    return value
+
+
+def arch_flags(arch: str) -> list[str]:
+    """Compiler flags of an explicit target: ``scalar`` or a ``-march`` value."""
+    return ["-DPLR_SCALAR"] if arch == "scalar" else [f"-march={arch}"]
+
+
+def arch_module_name(src_dir: Path, arch: str) -> str:
+    # no CPU tag: an explicit target does not depend on the build machine's CPU
+    tag = re.sub(r"[^A-Za-z0-9]", "_", arch)
+    return f"pointrix_lite_native_{_source_tag(src_dir)}_{tag}"
+
+
 def _cpp_extension() -> ModuleType:
     # Importing cpp_extension on a CPU-only machine with a CUDA toolkit folder logs a
     # "No CUDA runtime is found" warning to stderr on every run; it is irrelevant to a
@@ -97,7 +130,8 @@ def build_pending() -> bool:
         return False
     try:
         src_dir = Path(__file__).resolve().parent
-        name = _module_name(src_dir, 0)
+        arch = requested_arch()
+        name = _module_name(src_dir, 0) if arch is None else arch_module_name(src_dir, arch)
         # torch's own rule for the folder (TORCH_EXTENSIONS_DIR, else a per-python/accelerator
         # folder under ~/.cache/torch_extensions); private, hence the broad except below
         library = Path(_cpp_extension()._get_build_directory(name, False)) / f"{name}.so"
@@ -114,8 +148,41 @@ def is_loaded() -> bool:
     return _module is not None
 
 
+def _load(load, name: str, flags: list[str], src_dir: Path) -> ModuleType:
+    verbose = os.environ.get("POINTRIX_NATIVE_VERBOSE", "") not in ("", "0")
+    return load(
+        name=name,
+        sources=[str(src_dir / s) for s in _SOURCES],
+        extra_cflags=_BASE_FLAGS + flags,
+        extra_ldflags=["-pthread"],
+        verbose=verbose,
+    )
+
+
+def load_variant(arch: str) -> "ModuleType | str":
+    """The module built for the explicit target ``arch`` (``scalar`` or a ``-march`` value), or
+    the one-line reason its build failed. Several variants can be loaded in one process (each is
+    its own module); this does not change what ``load_extension()`` returns."""
+    with _lock:
+        if arch in _variants:
+            return _variants[arch]
+        if not _ARCH_RE.fullmatch(arch):
+            result: "ModuleType | str" = f"{ARCH_ENV}={arch!r}: expected native, scalar or a -march value"
+        else:
+            src_dir = Path(__file__).resolve().parent
+            try:
+                result = _load(_cpp_extension().load, arch_module_name(src_dir, arch), arch_flags(arch), src_dir)
+            except Exception as exc:  # compiler missing, -march unknown to it, ...
+                result = f"{ARCH_ENV}={arch}: could not build the native rasterizer: {_short(exc)}"
+        _variants[arch] = result
+        return result
+
+
 def load_extension() -> Optional[ModuleType]:
-    """Return the compiled module (building it on first call), or None if it cannot be built."""
+    """Return the compiled module (building it on first call), or None if it cannot be built.
+
+    Built for ``$POINTRIX_NATIVE_ARCH`` when set (no fallback: a failure names the variable),
+    else with -march=native, retrying without it and then as scalar code."""
     global _module, _error, _tried
     with _lock:
         if _tried:
@@ -129,25 +196,43 @@ def load_extension() -> Optional[ModuleType]:
         except Exception as exc:  # pragma: no cover - torch without cpp_extension
             _error = _short(exc)
             return None
+        try:
+            arch = requested_arch()
+        except ValueError as exc:
+            _error = str(exc)
+            return None
+        if arch is not None:
+            variant = load_variant(arch)
+            _module, _error = (variant, None) if isinstance(variant, ModuleType) else (None, variant)
+            return _module
         src_dir = Path(__file__).resolve().parent
-        verbose = os.environ.get("POINTRIX_NATIVE_VERBOSE", "") not in ("", "0")
         errors = []
-        for level, (cflags, ldflags) in enumerate(_ATTEMPTS):
-            name = _module_name(src_dir, level)
+        for level, (cflags, _ldflags) in enumerate(_ATTEMPTS):
             try:
-                _module = load(
-                    name=name,
-                    sources=[str(src_dir / s) for s in _SOURCES],
-                    extra_cflags=_BASE_FLAGS + cflags,
-                    extra_ldflags=ldflags,
-                    verbose=verbose,
-                )
+                _module = _load(load, _module_name(src_dir, level), cflags, src_dir)
                 _error = None
                 return _module
             except Exception as exc:  # compiler missing, flags unsupported, ...
                 errors.append(_short(exc))
         _error = "could not build the native rasterizer: " + " | ".join(errors)
         return None
+
+
+def use_module(module: Optional[ModuleType]) -> Optional[ModuleType]:
+    """Make ``module`` what ``load_extension()`` returns (tests run one process over several
+    variants); returns the previous one."""
+    global _module, _tried, _error
+    with _lock:
+        previous = _module
+        _module, _tried, _error = module, True, None if module is not None else _error
+        return previous
+
+
+def isa_level(module: Optional[ModuleType] = None) -> Optional[str]:
+    """What the loaded extension (or ``module``) was compiled for, e.g. ``x86-64-v3 (AVX2+FMA)``;
+    None when it is not loaded. Read from the binary's own preprocessor macros."""
+    module = module or _module
+    return module.isa() if module is not None and hasattr(module, "isa") else None
 
 
 def unavailable_reason() -> Optional[str]:

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <string>
 
 #include "kernels.h"
 
@@ -378,7 +379,30 @@ Tensor ssim_bwd(const Tensor &x, const Tensor &y, const Tensor &taps, double c1,
 
 }  // namespace
 
+// The ISA level this binary was compiled for, from the compiler's own macros
+// (what -march=native or POINTRIX_NATIVE_ARCH actually enabled).
+static std::string isa() {
+#if defined(PLR_SCALAR)
+    return "scalar (no vector extensions)";
+#elif defined(__AVX512F__)
+    return "x86-64-v4 (AVX-512)";
+#elif defined(__AVX2__) && defined(__FMA__)
+    return "x86-64-v3 (AVX2+FMA)";
+#elif defined(__AVX__)
+    return "x86-64 (AVX)";
+#elif defined(__SSE4_2__)
+    return "x86-64-v2 (SSE4.2)";
+#elif defined(__x86_64__)
+    return "x86-64 (SSE2)";
+#elif defined(__aarch64__)
+    return "aarch64 (NEON)";
+#else
+    return "generic vectors";
+#endif
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    m.def("isa", &isa);
     m.def("project_fwd", &project_fwd);
     m.def("project_bwd", &project_bwd);
     m.def("bin_tiles", &bin_tiles);

@@ -7,6 +7,14 @@
 #include <cstdint>
 #include <cstring>
 
+// Lane helpers and the alpha math must inline into the pixel loops: a call
+// passes 16-lane values through memory on targets without 64-byte registers.
+#if defined(__GNUC__)
+#define PLR_INLINE static inline __attribute__((always_inline))
+#else
+#define PLR_INLINE static inline
+#endif
+
 namespace plr {
 
 constexpr float kAlphaThreshold = 1.f / 255.f;  // gsplat ALPHA_THRESHOLD
@@ -15,13 +23,13 @@ constexpr float kTransmittanceEps = 1e-4f;
 
 // Scalar spellings of the lane helpers simd.h defines for vectors, so the
 // templates below compile to the same operations for float and for vf.
-static inline float sel(bool m, float a, float b) { return m ? a : b; }
-static inline int32_t as_int(float x) {
+PLR_INLINE float sel(bool m, float a, float b) { return m ? a : b; }
+PLR_INLINE int32_t as_int(float x) {
     int32_t i;
     std::memcpy(&i, &x, sizeof(i));
     return i;
 }
-static inline float as_float(int32_t i) {
+PLR_INLINE float as_float(int32_t i) {
     float x;
     std::memcpy(&x, &i, sizeof(x));
     return x;
@@ -29,7 +37,7 @@ static inline float as_float(int32_t i) {
 
 // 2^n as float bits from t = n + 1.5 * 2^23 (the low mantissa bits of t hold
 // n); unsigned, so garbage lanes cannot overflow a signed shift.
-static inline int32_t exp_bits(int32_t t) {
+PLR_INLINE int32_t exp_bits(int32_t t) {
     return static_cast<int32_t>((static_cast<uint32_t>(t) + (127u - 0x4B400000u)) << 23);
 }
 
@@ -44,7 +52,7 @@ static inline int32_t exp_bits(int32_t t) {
 // invalid negative sigma) give garbage, which every caller masks out with a
 // select, never by multiplying.
 template <class F>
-static inline F exp_neg_t(F x) {
+PLR_INLINE F exp_neg_t(F x) {
     const float kMagic = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer
     x = sel(x < -87.f, F(-87.f), x);
     const F t = x * 1.44269504088896341f + kMagic;
@@ -59,13 +67,13 @@ static inline F exp_neg_t(F x) {
     const F y = p * (r * r) + r + 1.f;
     return y * as_float(exp_bits(as_int(t)));
 }
-static inline float exp_neg(float x) { return exp_neg_t(x); }
+PLR_INLINE float exp_neg(float x) { return exp_neg_t(x); }
 
 // Gaussian falloff exponent, written once so forward and backward (and every
 // build, scalar or vector) recompute bit-identical values: the backward replays
 // the forward's threshold tests.
 template <class F>
-static inline F gauss_sigma(F a, F b, F c, F dx, F dy) {
+PLR_INLINE F gauss_sigma(F a, F b, F c, F dx, F dy) {
     return 0.5f * (a * dx * dx + c * dy * dy) + b * dx * dy;
 }
 

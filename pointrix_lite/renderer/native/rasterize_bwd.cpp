@@ -179,13 +179,14 @@ struct BwdWorkerVec {
     const int D = D_ ? D_ : a.D;
     std::vector<GaussRec> recs;
     std::vector<float> cols;
-    std::vector<vf> T, buf, vc, tfa, gcol;
+    std::vector<vf> T, buf, vc, tfa;
+    std::vector<nf> gcol_dyn;  // colour gradient sums when D is not a compile-time constant
     std::vector<vi> last;
 
     BwdWorkerVec(const RasterArgs &a_, const Packed *pk, const float *tf, const float *vp, const float *vap,
                  const int32_t *li, const int32_t *cm, const int32_t *sl, float *rw, int k)
         : a(a_), packed(pk), T_final(tf), v_px(vp), va_px(vap), last_ids(li), contrib(cm), slots(sl), rows(rw), K(k),
-          T(kLanes), buf(static_cast<size_t>(D) * kLanes), vc(static_cast<size_t>(D) * kLanes), tfa(kLanes), gcol(D),
+          T(kLanes), buf(static_cast<size_t>(D) * kLanes), vc(static_cast<size_t>(D) * kLanes), tfa(kLanes), gcol_dyn(D_ ? 0 : D),
           last(kLanes) {}
 
     void operator()(int64_t t) {
@@ -239,8 +240,10 @@ struct BwdWorkerVec {
             }
             const GaussRec g = recs[i];
             const float *col = cols.data() + static_cast<int64_t>(i) * D;
-            vf gx{}, gy{}, gax{}, gay{}, gca{}, gcb{}, gcc{}, go{};
-            for (int q = 0; q < D; ++q) gcol[q] = vf{};
+            nf gx{}, gy{}, gax{}, gay{}, gca{}, gcb{}, gcc{}, go{};
+            nf gcol_fix[D_ ? D_ : 1];
+            nf *gcol = D_ ? gcol_fix : gcol_dyn.data();
+            for (int q = 0; q < D; ++q) gcol[q] = nf{};
             for (; used; used &= used - 1) {
                 const int k = __builtin_ctz(used);
                 const Falloff f = falloff(g.x, g.y, g.a, g.b, g.c, tb.px[k], tb.py[k]);
@@ -256,7 +259,7 @@ struct BwdWorkerVec {
                     vf &bq = buf[q * kLanes + k];
                     const vf vq = vc[q * kLanes + k];
                     v_alpha = fmadd(col[q] * Tn - bq * ra, vq, v_alpha);
-                    gcol[q] = fmadd(fac, vq, gcol[q]);
+                    gcol[q] = fold_fmadd(fac, vq, gcol[q]);
                     bq = fmadd(fac, col[q], bq);
                 }
                 // alpha is clamped at 0.999: no gradient through the clamp
@@ -264,17 +267,17 @@ struct BwdWorkerVec {
                 const vf v_sigma = sel(inner, -e * v_alpha, vf{});
                 const vf vx = v_sigma * fmadd(splat(g.a), f.dx, g.b * f.dy);
                 const vf vy = v_sigma * fmadd(splat(g.b), f.dx, g.c * f.dy);
-                gx += vx;
-                gy += vy;
+                gx = fold_add(vx, gx);
+                gy = fold_add(vy, gy);
                 if (kAbs) {
-                    gax += vabs(vx);
-                    gay += vabs(vy);
+                    gax = fold_add(vabs(vx), gax);
+                    gay = fold_add(vabs(vy), gay);
                 }
                 const vf sdx = v_sigma * f.dx;
-                gca = fmadd(sdx, 0.5f * f.dx, gca);
-                gcb = fmadd(sdx, f.dy, gcb);
-                gcc = fmadd(v_sigma * f.dy, 0.5f * f.dy, gcc);
-                go = fmadd(sel(inner, vis, vf{}), v_alpha, go);
+                gca = fold_fmadd(sdx, 0.5f * f.dx, gca);
+                gcb = fold_fmadd(sdx, f.dy, gcb);
+                gcc = fold_fmadd(v_sigma * f.dy, 0.5f * f.dy, gcc);
+                go = fold_fmadd(sel(inner, vis, vf{}), v_alpha, go);
                 T[k] = sel(valid, Tn, T[k]);
             }
             o[kXY] = hsum(gx);

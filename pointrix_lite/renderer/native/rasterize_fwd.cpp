@@ -164,6 +164,53 @@ struct FwdWorkerVec {
         : a(a_), packed(pk), out_colors(oc), out_alphas(oa), out_T(ot), last_ids(li), contrib(cm), evals(ev),
           acc_dyn(D_ ? 0 : a_.D) {}
 
+    // Blends block k's Gaussians front to back and writes its pixels; returns
+    // its evaluations. Inlined, so a caller's local acc array stays in registers.
+    __attribute__((always_inline)) int64_t blend_block(const TileInfo &ti, const TileBlocks &tb, int k, int64_t stride,
+                                                       int32_t *cm, const float *bg, vf *acc) {
+        const int D = D_ ? D_ : a.D;
+        const int32_t bit = 1 << k;
+        const vf px = tb.px[k], py = tb.py[k];
+        vf T = splat(1.f);
+        vi last = splati(-1), alive = tb.inside[k];
+        for (int q = 0; q < D; ++q) acc[q] = vf{};
+        const int32_t *ids = block_ids.data() + k * stride, *ids_end = ids + cnt[k];
+        const int32_t *it = ids;
+        for (; it != ids_end; ++it) {
+            const int32_t i = *it;
+            const GaussRec &g = recs[i];
+            const float *col = cols.data() + static_cast<int64_t>(i) * D;
+            const vf sigma = falloff(g.x, g.y, g.a, g.b, g.c, px, py).sigma;
+            const vf e = g.o * exp_neg(-sigma);
+            const vf alpha = sel(e < kMaxAlpha, e, splat(kMaxAlpha));
+            const vi ok = alive & (sigma >= 0.f) & (alpha >= kAlphaThreshold);
+            const vf next_T = T * (1.f - alpha);
+            const vi term = ok & (next_T <= kTransmittanceEps);  // exclusive stop
+            const vi use = ok & ~term;
+            const vf vis = sel(use, alpha * T, vf{});
+            for (int q = 0; q < D; ++q) acc[q] = fmadd(vis, col[q], acc[q]);
+            T = sel(use, next_T, T);
+            last = seli(use, splati(i), last);
+            alive = alive & ~term;
+            cm[i] |= any(use) ? bit : 0;
+            if (!any(alive)) {  // every pixel of the block is done
+                ++it;
+                break;
+            }
+        }
+        for (int j = 0; j < kLanes; ++j) {
+            if (!tb.inside[k][j]) continue;
+            const int64_t pix = (ti.cam * a.height + ti.y0 + TileBlocks::row(k, j)) * a.width + ti.x0 +
+                                TileBlocks::col(k, j);
+            const float Tj = T[j];
+            for (int q = 0; q < D; ++q) out_colors[pix * D + q] = acc[q][j] + (bg ? Tj * bg[q] : 0.f);
+            out_alphas[pix] = 1.f - Tj;
+            out_T[pix] = Tj;
+            last_ids[pix] = last[j];
+        }
+        return static_cast<int64_t>(it - ids) * tb.n_inside[k];
+    }
+
     void operator()(int64_t t) {
         // a local, so the compiler sees a compile-time D when specialised
         const int D = D_ ? D_ : a.D;
@@ -179,47 +226,11 @@ struct FwdWorkerVec {
         int64_t n_eval = 0;
         for (uint32_t live = tb.live; live; live &= live - 1) {
             const int k = __builtin_ctz(live);
-            const int32_t bit = 1 << k;
-            const vf px = tb.px[k], py = tb.py[k];
-            vf T = splat(1.f);
-            vi last = splati(-1), alive = tb.inside[k];
-            vf acc_fix[D_ ? D_ : 1];
-            vf *acc = D_ ? acc_fix : acc_dyn.data();
-            for (int q = 0; q < D; ++q) acc[q] = vf{};
-            const int32_t *ids = block_ids.data() + k * stride, *ids_end = ids + cnt[k];
-            const int32_t *it = ids;
-            for (; it != ids_end; ++it) {
-                const int32_t i = *it;
-                const GaussRec &g = recs[i];
-                const float *col = cols.data() + static_cast<int64_t>(i) * D;
-                const vf sigma = falloff(g.x, g.y, g.a, g.b, g.c, px, py).sigma;
-                const vf e = g.o * exp_neg(-sigma);
-                const vf alpha = sel(e < kMaxAlpha, e, splat(kMaxAlpha));
-                const vi ok = alive & (sigma >= 0.f) & (alpha >= kAlphaThreshold);
-                const vf next_T = T * (1.f - alpha);
-                const vi term = ok & (next_T <= kTransmittanceEps);  // exclusive stop
-                const vi use = ok & ~term;
-                const vf vis = sel(use, alpha * T, vf{});
-                for (int q = 0; q < D; ++q) acc[q] = fmadd(vis, col[q], acc[q]);
-                T = sel(use, next_T, T);
-                last = seli(use, splati(i), last);
-                alive = alive & ~term;
-                cm[i] |= any(use) ? bit : 0;
-                if (!any(alive)) {  // every pixel of the block is done
-                    ++it;
-                    break;
-                }
-            }
-            n_eval += static_cast<int64_t>(it - ids) * tb.n_inside[k];
-            for (int j = 0; j < kLanes; ++j) {
-                if (!tb.inside[k][j]) continue;
-                const int64_t pix = (ti.cam * a.height + ti.y0 + TileBlocks::row(k, j)) * a.width + ti.x0 +
-                                    TileBlocks::col(k, j);
-                const float Tj = T[j];
-                for (int q = 0; q < D; ++q) out_colors[pix * D + q] = acc[q][j] + (bg ? Tj * bg[q] : 0.f);
-                out_alphas[pix] = 1.f - Tj;
-                out_T[pix] = Tj;
-                last_ids[pix] = last[j];
+            if constexpr (D_ != 0) {
+                vf acc[D_ ? D_ : 1];  // a local array: the colour sums stay in registers
+                n_eval += blend_block(ti, tb, k, stride, cm, bg, acc);
+            } else {
+                n_eval += blend_block(ti, tb, k, stride, cm, bg, acc_dyn.data());
             }
         }
         evals[t] = n_eval;

@@ -63,7 +63,7 @@ struct vi {
     for (int i = 0; i < kParts; ++i) r.p[i] = (expr);   \
     return r
 #define PLR_BINOP(R, T, op)                                                                \
-    static inline R operator op(const T &a, const T &b) { PLR_PARTS(R, a.p[i] op b.p[i]); }
+    PLR_INLINE R operator op(const T &a, const T &b) { PLR_PARTS(R, a.p[i] op b.p[i]); }
 PLR_BINOP(vf, vf, +)
 PLR_BINOP(vf, vf, -)
 PLR_BINOP(vf, vf, *)
@@ -80,48 +80,61 @@ PLR_BINOP(vi, vi, |)
 PLR_BINOP(vi, vi, <)
 PLR_BINOP(vi, vi, >=)
 #undef PLR_BINOP
-static inline vf operator-(const vf &a) { PLR_PARTS(vf, -a.p[i]); }
-static inline vi operator~(const vi &a) { PLR_PARTS(vi, ~a.p[i]); }
-static inline vi operator<<(const vi &a, int s) { PLR_PARTS(vi, a.p[i] << s); }
-static inline vf &operator+=(vf &a, const vf &b) { return a = a + b; }
+PLR_INLINE vf operator-(const vf &a) { PLR_PARTS(vf, -a.p[i]); }
+PLR_INLINE vi operator~(const vi &a) { PLR_PARTS(vi, ~a.p[i]); }
+PLR_INLINE vi operator<<(const vi &a, int s) { PLR_PARTS(vi, a.p[i] << s); }
+PLR_INLINE vf &operator+=(vf &a, const vf &b) { return a = a + b; }
 
-static inline vf splat(float s) { return vf(s); }
-static inline vi splati(int32_t s) { return vi(s); }
-static inline vf sel(const vi &m, const vf &a, const vf &b) { PLR_PARTS(vf, m.p[i] ? a.p[i] : b.p[i]); }
-static inline vi seli(const vi &m, const vi &a, const vi &b) { PLR_PARTS(vi, m.p[i] ? a.p[i] : b.p[i]); }
-static inline vi as_int(const vf &a) { PLR_PARTS(vi, (ni)a.p[i]); }
-static inline vf as_float(const vi &a) { PLR_PARTS(vf, (nf)a.p[i]); }
-static inline vi to_int(const vf &a) { PLR_PARTS(vi, __builtin_convertvector(a.p[i], ni)); }  // truncates
-static inline vf to_float(const vi &a) { PLR_PARTS(vf, __builtin_convertvector(a.p[i], nf)); }
-static inline vf vabs(const vf &x) { return as_float(as_int(x) & 0x7fffffff); }
-static inline vf load16(const float *s) {
+PLR_INLINE vf splat(float s) { return vf(s); }
+PLR_INLINE vi splati(int32_t s) { return vi(s); }
+PLR_INLINE vf sel(const vi &m, const vf &a, const vf &b) { PLR_PARTS(vf, m.p[i] ? a.p[i] : b.p[i]); }
+PLR_INLINE vi seli(const vi &m, const vi &a, const vi &b) { PLR_PARTS(vi, m.p[i] ? a.p[i] : b.p[i]); }
+PLR_INLINE vi as_int(const vf &a) { PLR_PARTS(vi, (ni)a.p[i]); }
+PLR_INLINE vf as_float(const vi &a) { PLR_PARTS(vf, (nf)a.p[i]); }
+PLR_INLINE vi to_int(const vf &a) { PLR_PARTS(vi, __builtin_convertvector(a.p[i], ni)); }  // truncates
+PLR_INLINE vf to_float(const vi &a) { PLR_PARTS(vf, __builtin_convertvector(a.p[i], nf)); }
+PLR_INLINE vf vabs(const vf &x) { return as_float(as_int(x) & 0x7fffffff); }
+PLR_INLINE vf load16(const float *s) {
     vf r;
     __builtin_memcpy(&r, s, sizeof(r));
     return r;
 }
-static inline vf iota16() {
+PLR_INLINE vf iota16() {
     static const float k[kLanes] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     return load16(k);
 }
 
 // a * b + c, fused where the target has FMA. Only colour sums and gradients
 // use it (results may differ by ISA in the last bits there, never the alphas).
-static inline vf fmadd(const vf &a, const vf &b, const vf &c) {
+PLR_INLINE nf nfmadd(nf a, nf b, nf c) {
 #if defined(__AVX512F__)
-    PLR_PARTS(vf, (nf)_mm512_fmadd_ps((__m512)a.p[i], (__m512)b.p[i], (__m512)c.p[i]));
+    return (nf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
 #elif defined(__FMA__) && defined(__AVX__)
-    PLR_PARTS(vf, (nf)_mm256_fmadd_ps((__m256)a.p[i], (__m256)b.p[i], (__m256)c.p[i]));
+    return (nf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
 #elif defined(__aarch64__)
-    PLR_PARTS(vf, (nf)vfmaq_f32((float32x4_t)c.p[i], (float32x4_t)a.p[i], (float32x4_t)b.p[i]));
+    return (nf)vfmaq_f32((float32x4_t)c, (float32x4_t)a, (float32x4_t)b);
 #else
-    PLR_PARTS(vf, a.p[i] * b.p[i] + c.p[i]);
+    return a * b + c;
 #endif
+}
+PLR_INLINE vf fmadd(const vf &a, const vf &b, const vf &c) { PLR_PARTS(vf, nfmadd(a.p[i], b.p[i], c.p[i])); }
+
+// A sum over many 16-lane values kept in one native vector (parts folded in
+// as they come): the backward's nine gradient sums would not fit in AVX2's
+// sixteen registers as 16-lane values. Reduced by hsum(nf) below.
+PLR_INLINE nf fold_add(const vf &x, nf acc) {
+    for (int i = 0; i < kParts; ++i) acc = acc + x.p[i];
+    return acc;
+}
+PLR_INLINE nf fold_fmadd(const vf &a, const vf &b, nf acc) {
+    for (int i = 0; i < kParts; ++i) acc = nfmadd(a.p[i], b.p[i], acc);
+    return acc;
 }
 #undef PLR_PARTS
 
-static inline vi exp_bits(const vi &t) { return (t + vi(127 - 0x4B400000)) << 23; }
+PLR_INLINE vi exp_bits(const vi &t) { return (t + vi(127 - 0x4B400000)) << 23; }
 // exp(x) and sigma as common.h defines them for every build
-static inline vf exp_neg(const vf &x) { return exp_neg_t(x); }
+PLR_INLINE vf exp_neg(const vf &x) { return exp_neg_t(x); }
 
 // The falloff sigma(dx, dy) = 0.5 a dx^2 + b dx dy + 0.5 c dy^2 at 16 pixel
 // centres (px, py), with the offsets dx = x - px, dy = y - py it was built
@@ -131,7 +144,7 @@ struct Falloff {
     vf dx, dy, sigma;
 };
 
-static inline Falloff falloff(float x, float y, float a, float b, float c, const vf &px, const vf &py) {
+PLR_INLINE Falloff falloff(float x, float y, float a, float b, float c, const vf &px, const vf &py) {
     Falloff f;
     f.dx = x - px;
     f.dy = y - py;
@@ -140,7 +153,7 @@ static inline Falloff falloff(float x, float y, float a, float b, float c, const
 }
 
 // Bit k set when lane k of the comparison mask m is (movemask per native part).
-static inline uint32_t mask_bits(const vi &m) {
+PLR_INLINE uint32_t mask_bits(const vi &m) {
 #if defined(__AVX512F__)
     return _mm512_movepi32_mask((__m512i)m.p[0]);
 #else
@@ -164,7 +177,7 @@ static inline uint32_t mask_bits(const vi &m) {
 }
 
 // Is any lane of the comparison mask m set?
-static inline bool any(const vi &m) {
+PLR_INLINE bool any(const vi &m) {
 #if defined(__AVX512F__)
     return _mm512_movepi32_mask((__m512i)m.p[0]) != 0;
 #else
@@ -182,13 +195,13 @@ static inline bool any(const vi &m) {
 #endif
 }
 
-static inline int count(const vi &m) { return __builtin_popcount(mask_bits(m)); }
+PLR_INLINE int count(const vi &m) { return __builtin_popcount(mask_bits(m)); }
 
 // Per lane, can sigma reach level (plus Reach's float allowance) at some
 // offset in the rectangle [dxl, dxh] x [dyl, dyh] (Reach::rect in 16 lanes)?
 // level = +inf with nb_a = nb_c = 0 marks a conic that is not positive
 // definite: every rectangle.
-static inline vi reach_rects(float a, float b, float c, float level, float nb_a, float nb_c, const vf &dxl,
+PLR_INLINE vi reach_rects(float a, float b, float c, float level, float nb_a, float nb_c, const vf &dxl,
                              const vf &dxh, const vf &dyl, const vf &dyh) {
     auto clampv = [](const vf &v, const vf &lo, const vf &hi) { return sel(v < lo, lo, sel(v > hi, hi, v)); };
     auto sigma = [&](const vf &dx, const vf &dy) { return 0.5f * (a * dx * dx + c * dy * dy) + b * dx * dy; };
@@ -210,7 +223,7 @@ static inline vi reach_rects(float a, float b, float c, float level, float nb_a,
 // (lane y * bw + x: tile (tx0 + x, ty0 + y), the bit layout of binning's hit
 // masks). Same allowance as the scalar one, no branches: binning runs it for
 // every box.
-static inline uint32_t reach_tiles(const Reach &R, float gx, float gy, int tx0, int ty0, int bw, int bh, int ts,
+PLR_INLINE uint32_t reach_tiles(const Reach &R, float gx, float gy, int tx0, int ty0, int bw, int bh, int ts,
                                    int width, int height) {
     const int n = bw * bh;
     if (R.mode != 2) return R.mode == 1 ? (n >= 32 ? ~0u : (1u << n) - 1) : 0u;
@@ -226,21 +239,21 @@ static inline uint32_t reach_tiles(const Reach &R, float gx, float gy, int tx0, 
     return mask_bits(hit) & (n >= 32 ? ~0u : (1u << n) - 1);
 }
 
-// Sum of the 16 lanes in a fixed pairwise order, the same on every ISA:
-// lanes j and j + 8, then j and j + 4, then (0 + 2) + (1 + 3).
-__attribute__((always_inline)) static inline float hsum(const vf &v) {
+// Sum of the lanes of a native vector in a fixed pairwise order (lanes j and
+// j + 8, then j and j + 4, then (0 + 2) + (1 + 3)): with fold_add's order,
+// a 16-lane sum is reduced the same way on AVX-512 as before the folding.
+PLR_INLINE float hsum(nf v) {
     typedef float f4 __attribute__((vector_size(16)));
     f4 s4;
 #if defined(__AVX512F__)
     typedef float f8 __attribute__((vector_size(32)));
-    const f8 s8 = __builtin_shufflevector(v.p[0], v.p[0], 0, 1, 2, 3, 4, 5, 6, 7) +
-                  __builtin_shufflevector(v.p[0], v.p[0], 8, 9, 10, 11, 12, 13, 14, 15);
+    const f8 s8 = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+                  __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
     s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
 #elif defined(__AVX__)
-    const nf s8 = v.p[0] + v.p[1];
-    s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
+    s4 = __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
 #else
-    s4 = (v.p[0] + v.p[2]) + (v.p[1] + v.p[3]);
+    s4 = v;
 #endif
     return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
