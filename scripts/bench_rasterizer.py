@@ -2,13 +2,22 @@
 
     .venv/bin/python scripts/bench_rasterizer.py [--scenes small,large] [--reps 5] [--threads 2]
     .venv/bin/python scripts/bench_rasterizer.py --against 1c2aacc [--rounds 3] [--threads 1]
+    .venv/bin/python scripts/bench_rasterizer.py --arch native,x86-64-v3,x86-64-v2,scalar [--against REV]
 
-``--against REV`` times the native backend of the working tree and of revision REV (a cached git
-worktree with its own extension build, see ``bench_revision.py``) with the same measurement code,
-alternating between the two trees ``--rounds`` times in one run. It prints, per tree, the median
-forward and forward+backward wall time, the CPU time of each native stage (each extension call
-timed around the call, so it works for any revision's bindings) and the forward's alpha evaluations
-per pixel (one per in-image pixel of each visited Gaussian block or row), then the ratio REV / working tree.
+Scenes (``bench_scenes.py``): ``small`` 160x160/20k and ``large`` 400x300/200k (a cube of Gaussians),
+``photo540`` 960x540/300k and ``photo1080`` 1080x1920/500k (surfels shaped like a trained real
+capture), all SH 3.
+
+``--against REV`` and ``--arch LIST`` compare *variants* of the native backend with the same
+measurement code, alternating between them ``--rounds`` times in one run: revision REV (a cached git
+worktree with its own extension build, see ``bench_revision.py``) and the working tree built for each
+target of LIST (``POINTRIX_NATIVE_ARCH``: each target is its own cached module, so an AVX-512 machine
+also measures the x86-64-v3 and v2 code). It prints, per variant, the median forward and
+forward+backward wall time, the wall time of each native stage (each extension call timed around the
+call, so it works for any revision's bindings) and the forward's alpha evaluations per pixel (one per
+in-image pixel of each visited Gaussian block or row), then the first variant's time over each other's.
+Run time on 2 Zen 3 cores, 4 targets x 3 rounds: small and large ~3 min, photo540 ~4 min,
+photo1080 ~6 min (photo scenes default to 2 reps).
 
 For each fixed seeded scene and backend a fresh subprocess measures (so peak memory is
 per measurement): median forward ms, median forward+backward ms, peak memory, and the
@@ -31,36 +40,7 @@ from pathlib import Path
 
 import bench_revision
 
-# name: (width, height, n_gaussians, sh_degree)
-SCENES = {
-    "small": (160, 160, 20_000, 3),
-    "large": (400, 300, 200_000, 3),
-}
-
-
-def make_scene(width: int, height: int, n: int, sh_degree: int, seed: int = 0) -> dict:
-    """Gaussians filling a cube in front of one camera, sized like a trained scene's (a few px)."""
-    import torch
-
-    g = torch.Generator().manual_seed(seed)
-    means = (torch.rand(n, 3, generator=g) * 2 - 1) * torch.tensor([1.2, 1.2, 1.0])
-    spacing = (8.0 / n) ** (1 / 3)
-    scales = torch.exp(torch.randn(n, 3, generator=g) * 0.4) * spacing * 0.5
-    f = 1.0 * width
-    viewmat = torch.eye(4)
-    viewmat[2, 3] = 3.0  # camera 3 units behind the cube centre, looking along +z
-    return dict(
-        means=means,
-        quats=torch.randn(n, 4, generator=g),
-        scales=scales,
-        opacities=torch.rand(n, generator=g) * 0.9 + 0.05,
-        colors=torch.randn(n, (sh_degree + 1) ** 2, 3, generator=g) * 0.3,
-        viewmats=viewmat[None],
-        Ks=torch.tensor([[[f, 0, width / 2], [0, f, height / 2], [0, 0, 1]]]),
-        width=width,
-        height=height,
-        sh_degree=sh_degree,
-    )
+from bench_scenes import SCENES, make_scene, scene  # noqa: F401 (make_scene: bench_viewer imports it from here)
 
 
 def _rss_mb() -> float:
@@ -103,7 +83,7 @@ def worker(backend: str, scene_name: str, reps: int, threads: int) -> dict:
     torch.set_num_threads(threads)
     from pointrix_lite.renderer import rasterization
 
-    s = make_scene(*SCENES[scene_name])
+    s = scene(scene_name)
     if backend == "native":
         from pointrix_lite.renderer import native
 
@@ -146,30 +126,58 @@ def worker(backend: str, scene_name: str, reps: int, threads: int) -> dict:
         stages_ms={k: statistics.median(r.get(k, 0.0) for r in stage_runs[1:] or stage_runs)
                    for k in STAGES.values() if any(k in r for r in stage_runs)},
         visible=int((meta["radii"] > 0).all(-1).sum()),
+        isa=_isa() if backend == "native" else None,
     )
 
 
-def measure(backend: str, scene: str, reps: int, threads: int, tree: Path | None = None) -> dict:
-    """Run :func:`worker` in a fresh subprocess importing ``pointrix_lite`` from ``tree`` (default: here)."""
+def _isa() -> str | None:
+    # revisions before issue 29 have no isa_level()
+    from pointrix_lite.renderer import native
+
+    return native.isa_level() if hasattr(native, "isa_level") else None
+
+
+def measure(backend: str, scene: str, reps: int, threads: int, tree: Path | None = None, arch: str = "native") -> dict:
+    """Run :func:`worker` in a fresh subprocess importing ``pointrix_lite`` from ``tree`` (default: here),
+    its native extension built for ``arch`` (``POINTRIX_NATIVE_ARCH``)."""
     argv = [__file__, "--worker", backend, "--scenes", scene, "--reps", str(reps), "--threads", str(threads)]
-    out = bench_revision.run_worker(tree or bench_revision.tree_for(None), argv)
+    env = {"POINTRIX_NATIVE_ARCH": arch}
+    out = bench_revision.run_worker(tree or bench_revision.tree_for(None), argv, env=env)
     if out.returncode != 0:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def against(rev: str, scenes: list[str], reps: int, rounds: int, threads: int) -> None:
-    """Native backend of the working tree vs revision ``rev``, alternating, one table per scene."""
-    old_name, new_name = bench_revision.label(rev), "working tree"
-    trees = {old_name: bench_revision.tree_for(rev), new_name: bench_revision.tree_for(None)}
-    print(f"threads={threads}, {rounds} alternating rounds x {reps} reps per tree; medians over all rounds; "
-          f"ratio = {old_name} / working tree; stages: wall ms inside each extension call")  # fmt: skip
-    for scene in scenes:
-        w, h, n, sh = SCENES[scene]
-        runs: dict = {name: [] for name in trees}
+def variants(rev: str | None, archs: list[str]) -> list[tuple[str, Path, str]]:
+    """(label, code tree, target) of each variant: revision ``rev`` (built with -march=native) first,
+    then the working tree once per target of ``archs``."""
+    out = []
+    if rev:
+        out.append((bench_revision.label(rev), bench_revision.tree_for(rev), "native"))
+    here = bench_revision.tree_for(None)
+    for arch in archs:
+        out.append(("working tree" if archs == ["native"] else arch, here, arch))
+    return out
+
+
+def default_reps(scene_name: str, reps: int | None) -> int:
+    return reps if reps is not None else (2 if scene_name.startswith("photo") else 5)
+
+
+def compare(variant_list: list[tuple[str, Path, str]], scenes: list[str], reps: int | None, rounds: int,
+            threads: int) -> None:  # fmt: skip
+    """Time the native backend of every variant in alternating rounds, one table per scene; ratios are
+    the first variant's time over each other variant's (speed-ups over the first)."""
+    names = [name for name, _, _ in variant_list]
+    base = names[0]
+    print(f"threads={threads}, {rounds} alternating rounds per variant; medians over all rounds; "
+          f"ratio = {base} / variant; stages: wall ms inside each extension call")  # fmt: skip
+    for scene_name in scenes:
+        w, h, n, sh = SCENES[scene_name]
+        runs: dict = {name: [] for name in names}
         for _ in range(rounds):
-            for name, tree in trees.items():
-                r = measure("native", scene, reps, threads, tree)
+            for name, tree, arch in variant_list:
+                r = measure("native", scene_name, default_reps(scene_name, reps), threads, tree, arch)
                 if "error" in r:
                     raise SystemExit(f"error: {name}: {r['error']}")
                 runs[name].append(r)
@@ -183,22 +191,28 @@ def against(rev: str, scenes: list[str], reps: int, rounds: int, threads: int) -
                     m[stage] = statistics.median(vals)
             m["raster fwd+bwd"] = m.get("raster fwd", 0.0) + m.get("raster bwd", 0.0)
             med[name] = m
+        width = max(14, *(len(nm) + 2 for nm in names))
         print(f"\n{w}x{h}, {n:,} Gaussians, SH {sh}")
-        print(f"{'ms':<18}{old_name:>22}{new_name:>16}{'speed-up':>10}")
-        for label in med[new_name]:
-            if label in med[old_name]:
-                o, nw = med[old_name][label], med[new_name][label]
-                print(f"{label:<18}{o:22.2f}{nw:16.2f}{o / nw if nw else float('nan'):9.2f}x")
+        print(f"{'ms':<18}" + "".join(f"{nm:>{width}}" for nm in names) + "".join(f"{'x ' + nm:>{width}}" for nm in names[1:]))
+        for label in med[names[-1]]:
+            if all(label in med[nm] for nm in names):
+                vals = [med[nm][label] for nm in names]
+                ratios = [vals[0] / v if v else float("nan") for v in vals[1:]]
+                print(f"{label:<18}" + "".join(f"{v:{width}.2f}" for v in vals) + "".join(f"{q:{width - 1}.2f}x" for q in ratios))
         first = {name: rs[0] for name, rs in runs.items()}
-        print(f"{'evals/px (fwd)':<18}{first[old_name]['n_evals'] / (w * h):22.1f}{first[new_name]['n_evals'] / (w * h):16.1f}")
+        print(f"{'evals/px (fwd)':<18}" + "".join(f"{first[nm]['n_evals'] / (w * h):{width}.1f}" for nm in names))
         if all(first[k].get("n_pairs") for k in first):
-            print(f"{'(Gauss, tile) pairs':<18}{first[old_name]['n_pairs']:22,}{first[new_name]['n_pairs']:16,}")
+            print(f"{'(Gauss, tile) pairs':<18}" + "".join(f"{first[nm]['n_pairs']:{width},}" for nm in names))
+        isas = [first[nm].get("isa") for nm in names]
+        if any(isas):
+            print("builds: " + "; ".join(f"{nm}: {isa or '?'}" for nm, isa in zip(names, isas)))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scenes", default="small,large", help="comma list of: " + ", ".join(SCENES))
-    ap.add_argument("--reps", type=int, default=5, help="timed repetitions for the native backend")
+    ap.add_argument("--reps", type=int, default=None,
+                    help="timed repetitions for the native backend (default 5, 2 on the photo scenes)")  # fmt: skip
     ap.add_argument("--ref-reps", type=int, default=2, help="timed repetitions for the torch reference")
     ap.add_argument("--large-ref-reps", type=int, default=1, help="reference repetitions on 'large' (slow)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -207,7 +221,10 @@ def main() -> None:
                     help="also time training steps on the demo scene for both backends (scripts/bench_train.py)")
     ap.add_argument("--train-steps", type=int, default=30, help="timed training steps per backend with --train")
     ap.add_argument("--against", metavar="REV", help="compare the native backend with git revision REV")
-    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per tree with --against")
+    ap.add_argument("--arch", metavar="LIST",
+                    help="compare builds of the working tree for these targets (POINTRIX_NATIVE_ARCH values: "
+                         "native, x86-64-v3, x86-64-v2, scalar, ...); with --against, REV comes first")  # fmt: skip
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per variant with --against / --arch")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
@@ -218,8 +235,9 @@ def main() -> None:
     unknown = [s for s in args.scenes.split(",") if s not in SCENES]
     if unknown:
         raise SystemExit(f"error: --scenes: unknown scene(s) {', '.join(unknown)} (known: {', '.join(SCENES)})")
-    if args.against:
-        against(args.against, args.scenes.split(","), args.reps, args.rounds, args.threads)
+    if args.against or args.arch:
+        archs = [a.strip() for a in (args.arch or "native").split(",") if a.strip()]
+        compare(variants(args.against, archs), args.scenes.split(","), args.reps, args.rounds, args.threads)
         return
 
     print(f"threads={args.threads}  (medians; fwd+bwd = forward with autograd + backward of sum(colors)+sum(alphas))")
@@ -228,10 +246,10 @@ def main() -> None:
     print("-" * len(header))
     for scene in args.scenes.split(","):
         w, h, n, sh = SCENES[scene]
-        label = f"{w}x{h} {n // 1000}k sh{sh}"
-        results = {"native": measure("native", scene, args.reps, args.threads)}
+        label = f"{scene} {w}x{h} {n // 1000}k"
+        results = {"native": measure("native", scene, default_reps(scene, args.reps), args.threads)}
         if not args.skip_ref:
-            ref_reps = args.large_ref_reps if scene == "large" else args.ref_reps
+            ref_reps = args.ref_reps if scene == "small" else args.large_ref_reps
             results["torch"] = measure("torch", scene, ref_reps, args.threads)
         for backend, r in results.items():
             if "error" in r:

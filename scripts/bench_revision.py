@@ -64,8 +64,9 @@ def label(rev: str | None) -> str:
     return "working tree" if rev is None else f"{rev} ({resolve(rev)[:7]})"
 
 
-def run_worker(tree: Path, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
-    """Run ``python <argv>`` (a working-tree script and its worker flags) importing ``pointrix_lite`` from ``tree``."""
-    env = dict(os.environ, **{ROOT_ENV: str(tree)})
+def run_worker(tree: Path, argv: list[str], env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """Run ``python <argv>`` (a working-tree script and its worker flags) importing ``pointrix_lite`` from ``tree``,
+    with ``env`` added to the environment."""
+    env = dict(os.environ, **(env or {}), **{ROOT_ENV: str(tree)})
     env.pop("PYTHONPATH", None)  # a PYTHONPATH pointing at this checkout would shadow the chosen tree
     return subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True, **kwargs)

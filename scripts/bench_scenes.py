@@ -1,0 +1,141 @@
+"""Fixed seeded scenes for the rasterizer benchmarks (``bench_rasterizer.py``).
+
+``small`` / ``large``: Gaussians filling a cube in front of one camera (the scenes every figure in
+docs/native.md since issue 4 was measured on).
+
+``photo540`` / ``photo1080``: what a trained real capture looks like to the rasterizer, at the sizes
+people train at (960x540 landscape, 1080x1920 portrait phone video), 300k / 500k Gaussians, SH 3.
+How they were chosen (from what trained 3DGS captures are known to contain, not fitted to one):
+
+- Gaussians lie on surfaces, not in a volume: 45% on a ground plane (2 to 14 units ahead), 35% on
+  twelve objects (spheres of radius 0.4-1.6 at depth 3-9), 20% on a distant background dome (radius
+  30), which is where trained captures put their large, low-detail Gaussians.
+- Sizes: flat surfels (third axis 0.2x) whose two tangent scales are the surface's point spacing
+  times a log-normal factor (sigma 0.7), so neighbours overlap and a few Gaussians are several
+  times larger than their spacing, as after densification; random orientation in the plane.
+- Opacities bimodal as trained ones are: 65% in [0.6, 1.0], 35% in [0.02, 0.4].
+- SH degree 3: a random base colour, higher bands 0.05 (view-dependent detail is small).
+- Pinhole camera at the origin looking along +z, focal 0.85 x width (a ~60 degree horizontal field
+  of view, a phone's main camera), slightly above the ground.
+
+The resulting depth complexity (evaluations per pixel, printed by the benchmark) is set by the
+opaque surfaces: most pixels stop after a few layers, as in a real capture.
+"""
+
+from __future__ import annotations
+
+import math
+
+# name: (width, height, n_gaussians, sh_degree)
+SCENES = {
+    "small": (160, 160, 20_000, 3),
+    "large": (400, 300, 200_000, 3),
+    "photo540": (960, 540, 300_000, 3),
+    "photo1080": (1080, 1920, 500_000, 3),
+}
+
+
+def make_scene(width: int, height: int, n: int, sh_degree: int, seed: int = 0) -> dict:
+    """Gaussians filling a cube in front of one camera, sized like a trained scene's (a few px)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    means = (torch.rand(n, 3, generator=g) * 2 - 1) * torch.tensor([1.2, 1.2, 1.0])
+    spacing = (8.0 / n) ** (1 / 3)
+    scales = torch.exp(torch.randn(n, 3, generator=g) * 0.4) * spacing * 0.5
+    f = 1.0 * width
+    viewmat = torch.eye(4)
+    viewmat[2, 3] = 3.0  # camera 3 units behind the cube centre, looking along +z
+    return dict(
+        means=means,
+        quats=torch.randn(n, 4, generator=g),
+        scales=scales,
+        opacities=torch.rand(n, generator=g) * 0.9 + 0.05,
+        colors=torch.randn(n, (sh_degree + 1) ** 2, 3, generator=g) * 0.3,
+        viewmats=viewmat[None],
+        Ks=torch.tensor([[[f, 0, width / 2], [0, f, height / 2], [0, 0, 1]]]),
+        width=width,
+        height=height,
+        sh_degree=sh_degree,
+    )
+
+
+def _frame_quats(normals, g):
+    """Quaternions (wxyz) of rotations taking +z to ``normals``, then a random spin about it."""
+    import torch
+
+    z = torch.tensor([0.0, 0.0, 1.0])
+    axis = torch.cross(z.expand_as(normals), normals, dim=-1)
+    s = axis.norm(dim=-1, keepdim=True)
+    c = (normals * z).sum(-1, keepdim=True)
+    half = torch.atan2(s, c) / 2
+    axis = torch.where(s > 1e-6, axis / s.clamp_min(1e-12), torch.tensor([1.0, 0.0, 0.0]))
+    q_align = torch.cat([torch.cos(half), axis * torch.sin(half)], -1)
+    spin = torch.rand(len(normals), 1, generator=g) * math.pi
+    q_spin = torch.cat([torch.cos(spin), torch.zeros(len(normals), 2), torch.sin(spin)], -1)  # about z
+    w1, v1 = q_align[:, :1], q_align[:, 1:]
+    w2, v2 = q_spin[:, :1], q_spin[:, 1:]
+    return torch.cat([w1 * w2 - (v1 * v2).sum(-1, keepdim=True), w1 * v2 + w2 * v1 + torch.cross(v1, v2, dim=-1)], -1)
+
+
+def make_photo_scene(width: int, height: int, n: int, sh_degree: int, seed: int = 0) -> dict:
+    """Surfel Gaussians on a ground plane, objects and a background dome (see the module docstring)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    n_ground, n_obj = int(0.45 * n), int(0.35 * n)
+    n_dome = n - n_ground - n_obj
+    # ground: y = 1.2 below the camera (OpenCV: y down), x in +-8, z in 2..14
+    gx = (torch.rand(n_ground, generator=g) * 2 - 1) * 8
+    gz = 2 + torch.rand(n_ground, generator=g) * 12
+    ground = torch.stack([gx, torch.full_like(gx, 1.2), gz], -1)
+    ground_n = torch.tensor([0.0, -1.0, 0.0]).expand(n_ground, 3)
+    ground_spacing = math.sqrt(16 * 12 / n_ground)
+    # objects: twelve spheres
+    k = 12
+    centres = torch.stack([(torch.rand(k, generator=g) * 2 - 1) * 3, torch.rand(k, generator=g) * 1.2 - 0.4,
+                           3 + torch.rand(k, generator=g) * 6], -1)  # fmt: skip
+    radii = 0.4 + torch.rand(k, generator=g) * 1.2
+    which = torch.multinomial(radii**2, n_obj, replacement=True, generator=g)
+    dirs = torch.randn(n_obj, 3, generator=g)
+    dirs = dirs / dirs.norm(dim=-1, keepdim=True)
+    objects = centres[which] + dirs * radii[which, None]
+    obj_spacing = (4 * math.pi * (radii**2).sum().item() / n_obj) ** 0.5
+    # background dome: the half sphere of radius 30 in front of the camera
+    ddirs = torch.randn(n_dome, 3, generator=g)
+    ddirs[:, 2] = ddirs[:, 2].abs() + 0.3
+    ddirs = ddirs / ddirs.norm(dim=-1, keepdim=True)
+    dome = ddirs * 30
+    dome_spacing = (2 * math.pi * 30**2 / n_dome) ** 0.5
+
+    means = torch.cat([ground, objects, dome])
+    normals = torch.cat([ground_n, dirs, -ddirs])
+    spacing = torch.cat([torch.full((n_ground,), ground_spacing), torch.full((n_obj,), obj_spacing),
+                         torch.full((n_dome,), dome_spacing)])  # fmt: skip
+    tangent = spacing[:, None] * torch.exp(torch.randn(n, 2, generator=g) * 0.7)
+    scales = torch.cat([tangent, 0.2 * tangent.min(-1, keepdim=True).values], -1)
+    opaque = torch.rand(n, generator=g) < 0.65
+    opacities = torch.where(opaque, 0.6 + 0.4 * torch.rand(n, generator=g), 0.02 + 0.38 * torch.rand(n, generator=g))
+    colors = torch.randn(n, (sh_degree + 1) ** 2, 3, generator=g) * 0.05
+    colors[:, 0] = torch.rand(n, 3, generator=g) * 2 - 0.5
+    f = 0.85 * width
+    viewmat = torch.eye(4)
+    viewmat[1, 3] = -0.3  # the ground is 0.9 units below the camera
+    return dict(
+        means=means,
+        quats=_frame_quats(normals, g),
+        scales=scales,
+        opacities=opacities,
+        colors=colors,
+        viewmats=viewmat[None],
+        Ks=torch.tensor([[[f, 0, width / 2], [0, f, height / 2], [0, 0, 1]]]),
+        width=width,
+        height=height,
+        sh_degree=sh_degree,
+    )
+
+
+def scene(name: str) -> dict:
+    """The named scene of :data:`SCENES`."""
+    maker = make_photo_scene if name.startswith("photo") else make_scene
+    return maker(*SCENES[name])
