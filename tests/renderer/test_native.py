@@ -20,6 +20,7 @@ from pointrix_lite.renderer.torch_backend import rasterization_torch
 
 from .dense_reference import dense_render, look_at, random_scene
 from .native_required import require_native
+from .variants import native_variant  # noqa: F401 (autouse: every test runs once per build variant)
 
 require_native(allow_module_level=True)  # compiles on first use
 

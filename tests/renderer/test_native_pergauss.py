@@ -14,6 +14,7 @@ from pointrix_lite.renderer.torch_backend.projection import project_gaussians
 from pointrix_lite.renderer.torch_backend.sh import sh_to_color
 
 from .native_required import require_native
+from .variants import native_variant  # noqa: F401 (autouse: every test runs once per build variant)
 
 require_native(allow_module_level=True)  # compiles on first use
 

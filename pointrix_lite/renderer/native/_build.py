@@ -49,6 +49,7 @@ _error: Optional[str] = None
 _tried = False
 # arch -> loaded module, or the error string of its failed build (explicit targets only)
 _variants: dict[str, "ModuleType | str"] = {}
+_default: Optional[ModuleType] = None  # what load_extension() built, whatever use_module() swapped in
 
 
 def _cpu_tag() -> str:
@@ -183,7 +184,7 @@ def load_extension() -> Optional[ModuleType]:
 
     Built for ``$POINTRIX_NATIVE_ARCH`` when set (no fallback: a failure names the variable),
     else with -march=native, retrying without it and then as scalar code."""
-    global _module, _error, _tried
+    global _module, _error, _tried, _default
     with _lock:
         if _tried:
             return _module
@@ -204,18 +205,27 @@ def load_extension() -> Optional[ModuleType]:
         if arch is not None:
             variant = load_variant(arch)
             _module, _error = (variant, None) if isinstance(variant, ModuleType) else (None, variant)
+            _default = _module
             return _module
         src_dir = Path(__file__).resolve().parent
         errors = []
         for level, (cflags, _ldflags) in enumerate(_ATTEMPTS):
             try:
-                _module = _load(load, _module_name(src_dir, level), cflags, src_dir)
+                _module = _default = _load(load, _module_name(src_dir, level), cflags, src_dir)
                 _error = None
                 return _module
             except Exception as exc:  # compiler missing, flags unsupported, ...
                 errors.append(_short(exc))
         _error = "could not build the native rasterizer: " + " | ".join(errors)
         return None
+
+
+def default_module() -> Optional[ModuleType]:
+    """The module ``load_extension()`` builds (building it now if needed), even while
+    ``use_module()`` has swapped in another."""
+    if not _tried:
+        load_extension()
+    return _default
 
 
 def use_module(module: Optional[ModuleType]) -> Optional[ModuleType]:

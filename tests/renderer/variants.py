@@ -1,0 +1,76 @@
+"""Build variants of the native extension that this machine can compile and run.
+
+The native equivalence tests run once per variant (``native_variant``, autouse where imported):
+the default ``-march=native`` build, the portable ``scalar`` build, and on x86-64 the ``x86-64-v2``
+(SSE4.2) and ``x86-64-v3`` (AVX2+FMA) builds when the CPU executes them. Each variant is its own
+cached module (``POINTRIX_NATIVE_ARCH``), built once per source version, so CI compiles each once.
+``POINTRIX_TEST_NATIVE_VARIANTS=native,scalar`` restricts the list (a one-line error for an unknown name).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from pointrix_lite.renderer.native import _build
+
+ENV = "POINTRIX_TEST_NATIVE_VARIANTS"
+# -march level -> CPU flags (/proc/cpuinfo) it needs
+_X86_LEVELS = {
+    "x86-64-v2": {"sse4_2", "popcnt", "ssse3"},
+    "x86-64-v3": {"avx2", "fma", "bmi2", "f16c", "movbe"},
+}
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def runnable_variants() -> list[str]:
+    """``native`` first, then the explicit targets this CPU can execute."""
+    out = ["native", "scalar"]
+    if platform.machine() in ("x86_64", "AMD64"):
+        flags = _cpu_flags()
+        out += [level for level, need in _X86_LEVELS.items() if need <= flags]
+    wanted = os.environ.get(ENV, "").strip()
+    if wanted:
+        names = [w.strip() for w in wanted.split(",") if w.strip()]
+        unknown = [n for n in names if n not in out]
+        if unknown:
+            raise pytest.UsageError(f"{ENV}: {', '.join(unknown)} cannot run here (runnable: {', '.join(out)})")
+        out = names
+    return out
+
+
+def load(variant: str):
+    """The module of ``variant`` (``native``: the default build); fails the test if it does not build."""
+    if variant == "native":
+        module = _build.default_module()
+        reason = _build.unavailable_reason()
+    else:
+        module = _build.load_variant(variant)
+        reason = module if isinstance(module, str) else None
+    if module is None or isinstance(module, str):
+        pytest.fail(f"native variant {variant} failed to build: {reason}", pytrace=False)
+    return module
+
+
+@pytest.fixture(autouse=True, params=runnable_variants())
+def native_variant(request) -> Iterator[str]:
+    """Runs the test with ``load_extension()`` returning the module of one build variant."""
+    module = load(request.param)
+    previous = _build.use_module(module)
+    try:
+        yield request.param
+    finally:
+        _build.use_module(previous)
