@@ -23,11 +23,12 @@ import torch  # noqa: E402
 from pointrix_lite.components import import_all  # noqa: E402
 from pointrix_lite.export import FORMATS, Selection, export_gaussians  # noqa: E402
 from pointrix_lite.export.decode import read_compressed_ply, read_splat  # noqa: E402
+from pointrix_lite.export.decode_spz_glb import read_glb, read_spz  # noqa: E402
 from pointrix_lite.export.ply import load_ply  # noqa: E402
 from pointrix_lite.export.source import gaussians_from_checkpoint  # noqa: E402
 from pointrix_lite.render_cli import _trainer_from_exp_dir, experiment_checkpoint  # noqa: E402
 
-READERS = {"ply": load_ply, "splat": read_splat, "ply_compressed": read_compressed_ply}
+READERS = {"ply": load_ply, "splat": read_splat, "ply_compressed": read_compressed_ply, "spz": read_spz, "glb": read_glb}
 
 
 def main() -> None:

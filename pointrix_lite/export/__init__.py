@@ -1,4 +1,5 @@
-"""Export / import of trained Gaussians: INRIA 3DGS PLY (full precision), .splat, PlayCanvas compressed PLY."""
+"""Export / import of trained Gaussians: INRIA 3DGS PLY (full precision), .splat, PlayCanvas compressed PLY,
+SPZ v3, glTF binary with KHR_gaussian_splatting."""
 
 from .exporter import ExportReport, export_gaussians
 from .filters import Selection

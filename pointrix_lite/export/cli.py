@@ -1,12 +1,12 @@
 """Command line: ``python scripts/export.py`` writes trained Gaussians in a web viewer's format.
 
-    export.py (--exp-dir DIR [--checkpoint CKPT] | --ply FILE) --format ply|splat|ply_compressed
+    export.py (--exp-dir DIR [--checkpoint CKPT] | --ply FILE) --format ply|splat|ply_compressed|spz|glb
               [--out FILE] [--overwrite] [--min-opacity A] [--box x0 y0 z0 x1 y1 z1]
               [--sphere cx cy cz r] [--sh-degree 0..3]
 
 Default output: ``<exp_dir>/point_cloud<suffix>`` (``point_cloud_<checkpoint stem><suffix>`` with
 ``--checkpoint``), or ``<FILE stem><suffix>`` beside ``--ply FILE`` (``<stem>_export.ply`` for
-``--format ply``); suffixes ``.ply``, ``.splat``, ``.compressed.ply``. Exit codes: 0 written,
+``--format ply``); suffixes ``.ply``, ``.splat``, ``.compressed.ply``, ``.spz``, ``.glb``. Exit codes: 0 written,
 2 bad input (``error: <one line>`` on stderr, nothing written).
 """
 
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = OneLineErrorParser(
         prog="export.py",
-        description="Export trained Gaussians for web splat viewers (.splat, PlayCanvas compressed PLY) or as a full PLY.",
+        description="Export trained Gaussians for web splat viewers (.splat, PlayCanvas compressed PLY, SPZ, glTF) or as a full PLY.",
         epilog="examples: export.py --exp-dir outputs/demo --format ply_compressed | "
         "export.py --ply scene.ply --format splat --min-opacity 0.05 --sphere 0 0 0 2",
     )

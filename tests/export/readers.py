@@ -10,17 +10,29 @@ quantisation.
   ``vertex`` (uint32 packed_position 11-10-11, packed_rotation 2-10-10-10 "smallest three",
   packed_scale 11-10-11, packed_color 8-8-8-8 with alpha not chunk-normalised), optional element
   ``sh`` (uint8 f_rest_i, decoded (b + 0.5) / 256 mapped to [-4, 4), with 0 -> -4 and 255 -> 4).
+- SPZ v2 / v3 (nianticlabs/spz ``load-spz.cc``, gzip path): a gzip stream of a 16-byte header
+  (magic "NGSP", version, count, SH degree, fractional bits, flags, reserved) and blocks of
+  positions (24-bit signed fixed point), alpha u8 (/255), colour u8 ((b/255 - 0.5) / 0.15 = f_dc),
+  scale u8 (b/16 - 10 = log scale), rotation (v2: 3 bytes x y z as b/127.5 - 1, w >= 0 rebuilt;
+  v3: u32 "smallest three"), SH u8 ((b - 128) / 128), coefficient-major. Values are in RUB.
+- glTF binary (glTF 2.0 spec, GLB container) with ``KHR_gaussian_splatting`` attributes; values in
+  glTF's frame (LUF).
 """
 
 from __future__ import annotations
 
+import gzip
+import json
 import math
+import struct
 from pathlib import Path
 
 import numpy as np
 import torch
 
 SH_C0 = 0.28209479177387814
+RUB = np.array([1.0, -1.0, -1.0])  # SPZ's frame seen from the model's RDF: y and z flipped
+LUF = np.array([-1.0, -1.0, 1.0])  # glTF's: x and y flipped
 PLY_TYPES = {"float": "<f4", "float32": "<f4", "uint": "<u4", "uint32": "<u4", "uchar": "u1", "uint8": "u1"}
 
 
@@ -137,3 +149,112 @@ def match_rows(decoded_means: np.ndarray, means: np.ndarray, tol: float) -> np.n
     assert dist.max() <= tol, f"a decoded centre is {dist.max()} from every source centre"
     assert len(np.unique(idx)) == len(idx), "two decoded Gaussians matched the same source Gaussian"
     return idx
+
+
+def read_spz(path: Path) -> dict:
+    """Decoded SPZ (v2 or v3) values in the file's own frame: ``header`` (dict), means, log scales,
+    quats (x, y, z, w as stored), alpha, f_dc ``[N, 3]``, shN ``[N, K-1, 3]``."""
+    raw = gzip.decompress(Path(path).read_bytes())
+    magic, version, n, degree, frac, flags, reserved = struct.unpack_from("<IIIBBBB", raw, 0)
+    header = dict(magic=magic, version=version, n=n, degree=degree, frac=frac, flags=flags, reserved=reserved)
+    assert magic == 0x5053474E and version in (2, 3), header
+    k = (degree + 1) ** 2 - 1
+    rot_bytes = 4 if version == 3 else 3
+    sizes = {"pos": 9 * n, "alpha": n, "colour": 3 * n, "scale": 3 * n, "rot": rot_bytes * n, "sh": 3 * k * n}
+    assert len(raw) == 16 + sum(sizes.values()), f"{path}: {len(raw)} bytes for {header}"
+    blocks, off = {}, 16
+    for name, size in sizes.items():
+        blocks[name] = np.frombuffer(raw, np.uint8, size, off)
+        off += size
+    b = blocks["pos"].reshape(n, 3, 3).astype(np.int64)
+    fixed = b[..., 0] | (b[..., 1] << 8) | (b[..., 2] << 16)
+    fixed = np.where(fixed >= 1 << 23, fixed - (1 << 24), fixed)
+    if version == 3:
+        word = blocks["rot"].reshape(n, 4).astype(np.uint64) @ (np.array([1, 1 << 8, 1 << 16, 1 << 24], np.uint64))
+        largest = (word >> np.uint64(30)).astype(np.int64)
+        quats = np.zeros((n, 4))
+        shift = 20
+        for slot in range(3):  # the other components, lowest index in the highest bits
+            idx = np.array([[j for j in range(4) if j != m][slot] for m in largest])
+            v = ((word >> np.uint64(shift)) & np.uint64(0x3FF)).astype(np.int64)
+            mag = (v & 0x1FF) / 511 * math.sqrt(0.5)
+            quats[np.arange(n), idx] = np.where(v & 0x200, -mag, mag)
+            shift -= 10
+        quats[np.arange(n), largest] = np.sqrt(np.maximum(0, 1 - (quats**2).sum(1)))
+    else:
+        xyz = blocks["rot"].reshape(n, 3) / 127.5 - 1
+        quats = np.concatenate([xyz, np.sqrt(np.maximum(0, 1 - (xyz**2).sum(1, keepdims=True)))], 1)
+    return {
+        "header": header,
+        "means": fixed / float(1 << frac),
+        "alpha": blocks["alpha"] / 255.0,
+        "f_dc": (blocks["colour"].reshape(n, 3) / 255.0 - 0.5) / 0.15,
+        "scales": blocks["scale"].reshape(n, 3) / 16.0 - 10,
+        "quats": quats,
+        "shN": (blocks["sh"].reshape(n, k, 3).astype(np.float64) - 128) / 128,
+    }
+
+
+GLTF_COMPONENTS = {"SCALAR": 1, "VEC3": 3, "VEC4": 4}
+
+
+def read_glb(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
+    """A ``.glb``'s JSON and each attribute of its first primitive as float32 ``[N, components]``."""
+    data = Path(path).read_bytes()
+    magic, version, length = struct.unpack_from("<III", data, 0)
+    assert magic == 0x46546C67 and version == 2 and length == len(data), (magic, version, length, len(data))
+    json_len, json_type = struct.unpack_from("<II", data, 12)
+    assert json_type == 0x4E4F534A and json_len % 4 == 0
+    gltf = json.loads(data[20 : 20 + json_len])
+    bin_off = 20 + json_len
+    bin_len, bin_type = struct.unpack_from("<II", data, bin_off)
+    assert bin_type == 0x004E4942 and bin_off + 8 + bin_len == len(data)
+    binary = data[bin_off + 8 :]
+    attrs = {}
+    for name, i in gltf["meshes"][0]["primitives"][0]["attributes"].items():
+        acc = gltf["accessors"][i]
+        view = gltf["bufferViews"][acc["bufferView"]]
+        assert acc["componentType"] == 5126, f"{name}: not float"  # all this exporter writes
+        comps = GLTF_COMPONENTS[acc["type"]]
+        start = view["byteOffset"] + acc.get("byteOffset", 0)
+        assert start % 4 == 0 and view.get("byteStride", 4 * comps) == 4 * comps
+        attrs[name] = np.frombuffer(binary, "<f4", acc["count"] * comps, start).reshape(acc["count"], comps)
+        assert view["byteOffset"] + view["byteLength"] <= gltf["buffers"][0]["byteLength"] <= bin_len
+    return gltf, attrs
+
+
+def sh_basis(d: np.ndarray) -> np.ndarray:
+    """The 15 real SH basis functions of degrees 1-3 (INRIA / gsplat order, their constants) at unit
+    directions ``d [M, 3]``."""
+    x, y, z = d[:, 0], d[:, 1], d[:, 2]
+    xx, yy, zz = x * x, y * y, z * z
+    return np.stack([
+        -0.4886025119029199 * y, 0.4886025119029199 * z, -0.4886025119029199 * x,
+        1.0925484305920792 * x * y, -1.0925484305920792 * y * z, 0.31539156525252005 * (2 * zz - xx - yy),
+        -1.0925484305920792 * x * z, 0.5462742152960396 * (xx - yy),
+        -0.5900435899266435 * y * (3 * xx - yy), 2.890611442640554 * x * y * z,
+        -0.4570457994644658 * y * (4 * zz - xx - yy), 0.3731763325901154 * z * (2 * zz - 3 * xx - 3 * yy),
+        -0.4570457994644658 * x * (4 * zz - xx - yy), 1.445305721320277 * z * (xx - yy),
+        -0.5900435899266435 * x * (xx - 3 * yy),
+    ], axis=1)
+
+
+def sh_flip_factors(signs: tuple[float, float, float]) -> np.ndarray:
+    """``[15]``: a_k' = f_k a_k keeps the colour seen from every direction when positions are
+    multiplied by ``signs`` (the basis evaluated at flipped and original directions)."""
+    d = np.random.default_rng(0).normal(size=(64, 3))
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    ratio = sh_basis(d * np.asarray(signs)) / sh_basis(d)
+    assert np.allclose(ratio, ratio[0]), "a flip maps each basis function to +-itself"
+    return np.round(ratio[0])
+
+
+def rotation_matrices(q_wxyz: np.ndarray) -> np.ndarray:
+    """``[N, 3, 3]`` rotations of (normalised) quaternions w, x, y, z."""
+    q = q_wxyz / np.linalg.norm(q_wxyz, axis=1, keepdims=True)
+    w, x, y, z = q.T
+    return np.stack([
+        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+    ], 1)

@@ -1,0 +1,121 @@
+"""Niantic's SPZ, version 3: the layout of nianticlabs/spz ``src/cc/load-spz.cc`` (``packGaussians``,
+``serializePackedGaussians``), written with numpy.
+
+Version 3 is the newest gzip-stream version. Version 4 (zstd streams, 32-byte header) is what the
+spz library writes by default now, but the web readers (Spark's ``SpzReader``, PlayCanvas) accept
+versions up to 3; v3 differs from v2 only in the rotation (4 bytes "smallest three" instead of
+3 bytes of x, y, z).
+
+The whole file is one gzip stream of a 16-byte little-endian header followed by attribute blocks
+(each for every Gaussian in turn)::
+
+    u32 magic 0x5053474e ("NGSP")  u32 version 3  u32 numPoints
+    u8 shDegree  u8 fractionalBits 12  u8 flags (bit 0: antialiased; 0 here)  u8 reserved 0
+    positions  3 x 24-bit signed fixed point (value * 2^12, rounded), little-endian
+    alphas     u8  round(sigmoid(opacity) * 255)
+    colours    u8  round(f_dc * 0.15 * 255 + 127.5)   (spz's colorScale 0.15, not SH_C0)
+    scales     u8  round((log scale + 10) * 16)
+    rotations  u32 smallest three: bits 30-31 index of the largest |component| of the unit xyzw
+               quaternion (made positive), then 10 bits per other component in index order from
+               the high bits: sign bit, 9-bit magnitude round(|q_i| / sqrt(1/2) * 511)
+    sh         u8 per coefficient and channel (coefficient-major, r g b), round(x * 128) + 128
+               snapped to 5 significant bits for degree 1 and 4 bits above
+
+All u8 values are clamped to 0..255. Values are stored in RUB (spz's internal frame): the model's
+RDF Gaussians are turned 180 degrees about x first (:mod:`.axes`), as spz's ``ply_to_spz`` does.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import struct
+from collections.abc import Mapping
+from typing import IO
+
+import numpy as np
+from torch import Tensor
+
+from .axes import RDF_TO_RUB, flip_axes
+
+SPZ_MAGIC = 0x5053474E
+SPZ_VERSION = 3
+FRACTIONAL_BITS = 12
+COLOR_SCALE = 0.15
+SH1_BITS, SH_REST_BITS = 5, 4  # spz's defaults (DEFAULT_SH1_BITS, DEFAULT_SH_REST_BITS)
+_FIXED_MAX = 1 << 23  # 24-bit two's complement: -2^23 .. 2^23 - 1
+
+
+def _round(x: np.ndarray) -> np.ndarray:
+    """C's ``std::round`` (halves away from zero), so bytes match the spz library's."""
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+def _u8(x: np.ndarray) -> np.ndarray:
+    return np.clip(_round(x), 0, 255).astype(np.uint8)
+
+
+def fixed_point(means: np.ndarray) -> np.ndarray:
+    """Positions as int64 multiples of 2^-12 (spz's 24-bit fixed point before packing)."""
+    return _round(means.astype(np.float64) * (1 << FRACTIONAL_BITS)).astype(np.int64)
+
+
+def spz_in_range(params: Mapping[str, Tensor]) -> Tensor:
+    """``[N]`` bool: centres that fit 24 bits with 12 fractional bits in RUB (-2048 <= x < 2048);
+    others would wrap around."""
+    import torch
+
+    fixed = fixed_point(params["means"].detach().float().cpu().numpy() * np.array(RDF_TO_RUB, dtype=np.float32))
+    return torch.from_numpy(((fixed >= -_FIXED_MAX) & (fixed < _FIXED_MAX)).all(axis=1))
+
+
+def _positions(means: np.ndarray) -> np.ndarray:
+    fixed = fixed_point(means).astype("<i4")
+    return fixed.view(np.uint8).reshape(-1, 3, 4)[:, :, :3]  # low three bytes, little-endian
+
+
+def _rotations(quats_wxyz: np.ndarray) -> np.ndarray:
+    q = quats_wxyz[:, [1, 2, 3, 0]].astype(np.float64)  # spz orders x, y, z, w
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    largest = np.argmax(np.abs(q), axis=1)  # first of equal magnitudes, as spz's strict '>' loop
+    rows = np.arange(len(q))
+    negate = q[rows, largest] < 0
+    comp = largest.astype(np.uint32)
+    for i in range(4):
+        other = largest != i
+        negbit = ((q[:, i] < 0) ^ negate).astype(np.uint32)
+        mag = np.floor(511 * np.abs(q[:, i]) / math.sqrt(0.5) + 0.5).astype(np.uint32)
+        comp = np.where(other, (comp << 10) | (negbit << 9) | mag, comp)
+    return comp.astype("<u4").view(np.uint8).reshape(-1, 4)
+
+
+def _sh(shN: np.ndarray) -> np.ndarray:
+    q = (_round(shN * 128.0) + 128).astype(np.int64)
+    bucket = np.full(shN.shape[1], 1 << (8 - SH_REST_BITS), dtype=np.int64)
+    bucket[:3] = 1 << (8 - SH1_BITS)
+    b = bucket[None, :, None]
+    # C++ '/' truncates toward zero; it differs from '//' only for negative sums, clamped to 0 anyway.
+    return np.clip((q + b // 2) // b * b, 0, 255).astype(np.uint8)
+
+
+def spz_bytes(params: Mapping[str, Tensor]) -> bytes:
+    """The uncompressed SPZ v3 stream (header and attribute blocks) of RDF ``params``."""
+    p = {k: v.numpy() for k, v in flip_axes(params, RDF_TO_RUB).items()}
+    n, num_rest = p["means"].shape[0], p["shN"].shape[1]
+    degree = math.isqrt(num_rest + 1) - 1
+    header = struct.pack("<IIIBBBB", SPZ_MAGIC, SPZ_VERSION, n, degree, FRACTIONAL_BITS, 0, 0)
+    alpha = 1 / (1 + np.exp(-p["opacities"].astype(np.float64)))
+    blocks = [
+        _positions(p["means"]),
+        _u8(alpha * 255),
+        _u8(p["sh0"][:, 0].astype(np.float64) * (COLOR_SCALE * 255) + 127.5),
+        _u8((p["scales"].astype(np.float64) + 10) * 16),
+        _rotations(p["quats"]),
+        _sh(p["shN"].astype(np.float64)),
+    ]
+    return header + b"".join(np.ascontiguousarray(b).tobytes() for b in blocks)
+
+
+def write_spz(params: Mapping[str, Tensor], f: IO[bytes]) -> None:
+    # mtime 0: the same Gaussians give the same bytes.
+    f.write(gzip.compress(spz_bytes(params), compresslevel=6, mtime=0))
