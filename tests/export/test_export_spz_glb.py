@@ -182,3 +182,19 @@ def test_project_decoders_agree_with_the_test_readers(tmp_path):
     np.testing.assert_allclose(mine["opacities"].numpy(), params["opacities"].numpy(), atol=1e-4)
     q = params["quats"] / params["quats"].norm(dim=1, keepdim=True)
     np.testing.assert_allclose(mine["quats"].numpy(), q.numpy(), atol=1e-6)
+
+
+def test_project_decoders_name_the_file_on_bad_input(tmp_path):
+    from pointrix_lite.errors import DataError
+    from pointrix_lite.export.decode_spz_glb import read_glb as decode_glb
+    from pointrix_lite.export.decode_spz_glb import read_spz as decode_spz
+
+    (tmp_path / "plain.spz").write_bytes(b"not gzip at all")
+    (tmp_path / "v4.spz").write_bytes(gzip.compress(struct.pack("<IIIBBBB", 0x5053474E, 4, 1, 0, 12, 0, 0)))
+    (tmp_path / "short.spz").write_bytes(gzip.compress(struct.pack("<IIIBBBB", 0x5053474E, 3, 10, 0, 12, 0, 0)))
+    (tmp_path / "m.glb").write_bytes(b"PK\x03\x04" + bytes(40))
+    for name, message in (("plain.spz", "not a gzip SPZ file"), ("v4.spz", "version 4; readable"), ("short.spz", "needed for 10 Gaussians")):
+        with pytest.raises(DataError, match=f"{name}: .*{message}"):
+            decode_spz(tmp_path / name)
+    with pytest.raises(DataError, match="m.glb: not a glTF binary"):
+        decode_glb(tmp_path / "m.glb")
