@@ -21,7 +21,11 @@ PLAIN_EVERY = 5.0  # seconds between two progress lines in piped output
 
 
 class PhaseTimes:
-    """Seconds per phase name, summed over repeats (validation runs several times), in first-seen order."""
+    """Seconds per phase name, summed over repeats (validation runs several times), in first-seen order.
+
+    Seconds are exclusive: a phase opened inside another (test-time alignment inside the test phase)
+    counts only under its own name, so the values add up to the time spent in phases.
+    """
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
@@ -37,6 +41,7 @@ class PhaseTimes:
 
 
 PHASES = PhaseTimes()  # the current run's (one training run per process at a time)
+_nested: list[float] = []  # per open phase, innermost last: seconds of the phases inside it
 
 _console: Console | None = None
 
@@ -82,13 +87,16 @@ def phase(name: str, total: int | None = None, unit: str = "", show: bool = True
             of = f"/{total}" if total is not None else ""
             print(f"{name}: {done}{of} {unit} ({now - start:.0f} s)".replace("  ", " "), flush=True)
 
+    _nested.append(0.0)
     try:
         yield advance
     finally:
         if bar is not None:
             bar.stop()
         elapsed = time.perf_counter() - start
-        PHASES.add(name, elapsed)
+        PHASES.add(name, elapsed - _nested.pop())
+        if _nested:
+            _nested[-1] += elapsed
         if show and elapsed >= QUIET_SECONDS:
             count = f"{done} {unit} " if unit else ""
             out.print(f"{name}: {count}in {elapsed:.1f} s", markup=False)

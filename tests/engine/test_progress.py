@@ -51,3 +51,15 @@ def test_terminal_gets_a_bar_and_an_exception_still_records_the_time(monkeypatch
         pass
     assert "export" in progress.PHASES.seconds
     assert "\x1b[" in out.getvalue()  # rich drew (and cleared) a live bar
+
+
+def test_a_phase_inside_another_counts_only_under_its_own_name(monkeypatch) -> None:
+    monkeypatch.setattr(progress, "_console", Console(file=io.StringIO(), force_terminal=False))
+    clock = iter([0.0, 1.0, 4.0, 6.0])  # test opens at 0, alignment runs 1..4, test closes at 6
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: next(clock))
+    progress.PHASES.reset()
+    with progress.phase("test", show=False):
+        with progress.phase("test alignment", show=False):
+            pass
+    assert progress.PHASES.seconds == {"test alignment": 3.0, "test": 3.0}  # adds up to the 6 s spent
+    assert progress._nested == []
