@@ -12,12 +12,39 @@ the model and its GPU memory alive until the cycle collector runs.
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from ..priority import Priority, get_priority
 
-if TYPE_CHECKING:
-    from ..trainer import DefaultTrainer
+
+class TrainerLike(Protocol):
+    """What hooks may read from ``self.trainer`` (``DefaultTrainer`` provides it).
+
+    A Protocol rather than an import of the trainer: the trainer imports the hooks, so importing it
+    here would close a circle (trainer -> experiment -> hooks -> base -> trainer).
+    """
+
+    cfg: Any
+    model: Any
+    renderer: Any
+    dataset: Any
+    device: Any  # torch.device
+    exp_dir: Path
+    global_step: int
+    effective_batch_size: int
+    max_steps: int
+    is_main_process: bool
+    hooks: list[Any]
+    writer: Any
+    console: Any
+    loss_dict: dict[str, Any]
+    log_vars: dict[str, Any]
+    image_dict: dict[str, Any]
+    test_report: dict[str, Any]
+
+    def save_checkpoint(self, *args: Any, **kwargs: Any) -> Any: ...
+    def register_hook(self, hook: Any) -> None: ...
 
 # The single source of truth for hook sites, in run order. The trainer, the hook table and the
 # tests all read this tuple; add a site here and everywhere picks it up.
@@ -82,14 +109,14 @@ class Hook:
         return type(self).__name__
 
     @property
-    def trainer(self) -> "DefaultTrainer":
+    def trainer(self) -> TrainerLike:
         trainer = self._trainer_ref() if self._trainer_ref is not None else None
         if trainer is None:
             raise RuntimeError(f"{self.name} is not attached to a live trainer")
         return trainer
 
     @trainer.setter
-    def trainer(self, trainer: "DefaultTrainer") -> None:
+    def trainer(self, trainer: TrainerLike) -> None:
         self._trainer_ref = weakref.ref(trainer)
 
     def state_dict(self) -> dict[str, Any]:

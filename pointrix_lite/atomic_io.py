@@ -1,0 +1,87 @@
+"""Writing a file so that a crash or a full disk never leaves a truncated one: :func:`atomic_write`.
+
+Checkpoints (``engine/checkpoint.py``) and every export (``export/``) write through it; it lives
+below both so that neither reaches into the other for it.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import CheckpointError
+
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+class CheckpointWriteError(CheckpointError, OSError):
+    """Writing a checkpoint failed (disk full, read-only or vanished folder); the previous files are intact.
+
+    Also an ``OSError`` (with the original ``errno``) so code that handles I/O failures still sees one.
+    """
+
+
+def describe_write_error(path: Path, exc: OSError) -> str:
+    """One line for a failed write of ``path``: "disk full" for ENOSPC/EDQUOT, else the OS reason."""
+    reason = exc.strerror or type(exc).__name__
+    if exc.errno in DISK_FULL_ERRNOS:
+        return f"{path}: disk full ({reason}) while writing; files written before it are intact"
+    return f"{path}: cannot write ({reason})"
+
+
+def _read_umask() -> int:
+    mask = os.umask(0)  # the only portable way to read it; set straight back
+    os.umask(mask)
+    return mask
+
+
+# Read once at import: setting the umask, even briefly, would race with other threads creating files.
+_UMASK = _read_umask()
+
+
+def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
+    """Write via a temp file in the same folder, flush + fsync, then ``os.replace`` over ``path``.
+
+    Every file the project writes with a temp-file-and-rename goes through here (checkpoints,
+    PLY and other exports), so all get the same permissions as a plain ``open()`` would give.
+
+    Raises:
+        CheckpointWriteError: the folder or file could not be written (disk full, permissions); the
+            temp file is removed and an existing ``path`` is untouched.
+    """
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        # mkstemp creates 0600; give the file the permissions a plain open() would (shared clusters).
+        os.chmod(tmp, 0o666 & ~_UMASK)
+        with os.fdopen(fd, mode) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        # BaseException: a Ctrl-C during the write must not leave the temp file behind either.
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and not isinstance(exc, CheckpointError):
+            err = CheckpointWriteError(describe_write_error(path, exc))
+            err.errno = exc.errno
+            raise err from exc
+        raise
+    # Temp files of earlier writes of this same file were left by a killed process (SIGKILL skips
+    # the cleanup above); one writer per file, so any other one is stale now.
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        stale.unlink(missing_ok=True)
+    try:  # make the rename itself durable; not possible on every platform/filesystem
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
