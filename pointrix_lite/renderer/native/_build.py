@@ -28,9 +28,9 @@ _SOURCES = (
     "ssim.cpp",
 )
 _HEADERS = ("common.h", "kernels.h", "lanes.h", "pool.h", "simd.h", "tile.h")
-# -ffp-contract=off: the scalar paths must not be fused differently in the
-# forward and the backward (the backward replays the forward's threshold tests);
-# the SIMD path fuses explicitly. -march=native is safe because the build happens
+# -ffp-contract=off: no path may be fused differently in the forward and the
+# backward (the backward replays the forward's threshold tests), nor in one
+# build and another (every ISA computes bit-identical alphas). -march=native is safe because the build happens
 # on the machine that runs it (the CPU kind is part of the module name, so a
 # shared cache never serves another CPU's binary). Threads come from pool.cpp
 # (std::thread), so no OpenMP is needed.
