@@ -53,6 +53,20 @@ def similarity(src: np.ndarray, dst: np.ndarray) -> tuple[float, np.ndarray, np.
     return s, R, md - s * R @ ms
 
 
+def robust_similarity(src: np.ndarray, dst: np.ndarray, keep: float = 0.8) -> tuple[float, np.ndarray, np.ndarray]:
+    """:func:`similarity` refitted on the ``keep`` fraction of rows it explains best.
+
+    One view that SfM registers in a wrong place (it happens, depending on thread timing in the
+    mapper) would otherwise drag the whole fit and make every other centre look wrong.
+    """
+    s, R, t = similarity(src, dst)
+    for _ in range(2):
+        err = np.linalg.norm(s * src @ R.T + t - dst, axis=1)
+        best = np.argsort(err)[: max(3, int(keep * len(src)))]
+        s, R, t = similarity(src[best], dst[best])
+    return s, R, t
+
+
 def centres(model: ColmapModel) -> dict[str, np.ndarray]:
     return {im.name: -qvec_to_rotmat(im.qvec).T @ im.tvec for im in model.images.values()}
 
@@ -93,7 +107,7 @@ def pipeline(tmp_path_factory) -> dict:
     names = sorted(centres(sfm))
     sfm_c = np.array([centres(sfm)[n] for n in names])
     true_c = np.array([-true_w2c[n][:3, :3].T @ true_w2c[n][:3, 3] for n in names])
-    s, R, t = similarity(sfm_c, true_c)
+    s, R, t = robust_similarity(sfm_c, true_c)
     twin = root / "true"
     (twin / "images").mkdir(parents=True)
     for n in names:
@@ -136,6 +150,7 @@ def test_sfm_registers_the_views_and_recovers_the_camera_centres(pipeline):
     fx, fy = pipeline["summary"]["focal_lengths"][0]
     assert fx == pytest.approx(FOCAL, rel=0.03) and fy == fx
     assert np.median(pipeline["centre_err"]) < 0.01 * pipeline["radius"]
+    assert np.sum(pipeline["centre_err"] > 0.05 * pipeline["radius"]) <= 2  # at most two views misplaced
 
 
 def test_training_on_recovered_poses_with_refinement_matches_true_poses(pipeline):
