@@ -57,6 +57,9 @@ def test_browser_shows_the_rendered_scene(tmp_path):
         options=DisplayOptions(max_res=1024, preview_res=128), initial_view=start, settle_s=0.1,
     )  # fmt: skip
     shot = tmp_path / "viewer.png"
+    # The centre, below viser's notification and left of its control panel: the scene the
+    # rasterizer draws for that camera, not a blank canvas.
+    box = (slice(HEIGHT // 2 - 60, HEIGHT // 2 + 180), slice(WIDTH // 2 - 250, WIDTH // 2 + 50))
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -66,25 +69,26 @@ def test_browser_shows_the_rendered_scene(tmp_path):
                 page.get_by_text("Connected", exact=True).wait_for(timeout=60_000)
                 worker = wait_until(lambda: next(iter(viewer.workers.values()), None), 60, "a render worker")
                 wait_until(lambda: worker.stats.full >= 1, 60, "a full-resolution frame")
-                time.sleep(1.0)  # the browser decodes and draws the last frame
-                page.screenshot(path=str(shot))
                 camera = next(iter(viewer.server.get_clients().values())).camera
-                pose = (tuple(camera.wxyz), tuple(camera.position), camera.fov, camera.image_width, camera.image_height)
+                wxyz, position, fov = tuple(camera.wxyz), tuple(camera.position), camera.fov
+                assert (camera.image_width, camera.image_height) == (WIDTH, HEIGHT)
+                np.testing.assert_allclose(position, start.position, atol=1e-3)  # the initial view reached the browser
+                expected = reference_render(model, wxyz, position, fov, WIDTH, HEIGHT)
+                assert expected[box].std() > 20
+                # The browser decodes and draws the frame in its own time (slow with software WebGL on
+                # a loaded machine): screenshots for up to 15 s, the last one is judged.
+                deadline = time.monotonic() + 15.0
+                while True:
+                    page.screenshot(path=str(shot))
+                    score = psnr(np.asarray(Image.open(shot).convert("RGB"))[box], expected[box])
+                    if score >= 28.0 or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.5)
             finally:
                 browser.close()
     finally:
         time.sleep(0.2)
         viewer.close()
-    wxyz, position, fov, width, height = pose
-    assert (width, height) == (WIDTH, HEIGHT)
-    np.testing.assert_allclose(position, start.position, atol=1e-3)  # the initial view reached the browser
-    screenshot = np.asarray(Image.open(shot).convert("RGB"))
-    expected = reference_render(model, wxyz, position, fov, width, height)
-    # The centre, below viser's notification and left of its control panel: the scene the
-    # rasterizer draws for that camera, not a blank canvas.
-    box = (slice(HEIGHT // 2 - 60, HEIGHT // 2 + 180), slice(WIDTH // 2 - 250, WIDTH // 2 + 50))
-    assert expected[box].std() > 20
-    score = psnr(screenshot[box], expected[box])
     print(f"browser screenshot vs rasterization(), centre {box}: PSNR {score:.2f} dB")
     assert score >= 28.0
     if os.environ.get("POINTRIX_VIEWER_SCREENSHOT"):
