@@ -23,8 +23,9 @@ PLAIN_EVERY = 5.0  # seconds between two progress lines in piped output
 class PhaseTimes:
     """Seconds per phase name, summed over repeats (validation runs several times), in first-seen order.
 
-    Seconds are exclusive: a phase opened inside another (test-time alignment inside the test phase)
-    counts only under its own name, so the values add up to the time spent in phases.
+    Seconds are exclusive between phases: one opened inside another (test-time alignment inside the
+    test phase) counts only under its own name. ``setup`` is added by the trainer as one span and
+    so includes ``loading images``.
     """
 
     def __init__(self) -> None:

@@ -26,7 +26,7 @@ from rich.console import Console
 from .. import device_policy, progress
 from ..config import to_dict
 from ..errors import CheckpointError, ConfigError, DataError
-from ..metrics.aggregate import mean_metrics
+from ..metrics.aggregate import mean_metrics, metric_float
 from ..registry import DATASETS, MODELS, RENDERERS, STRATEGIES, WRITERS
 from ..writers.base import WriterGroup, image_to_uint8
 from . import checkpoint as ckpt_io
@@ -60,14 +60,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device
-
-
-def _to_float(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, torch.Tensor):
-        return float(value.detach().item())
-    return float(value)
 
 
 def _file_stem(name: str) -> str:
@@ -374,7 +366,7 @@ class DefaultTrainer:
         self.call_hook(f"before_{split}_iter", batch_idx=i, batch=batch)
         # batch[0], not view: a hook may have swapped in another view (e.g. with another pose).
         self.render_out = self.renderer(self.model, [v.camera for v in batch], self.dataset.background)
-        self.view_metrics = {k: _to_float(v) for k, v in self.model.get_metric_dict(self.render_out, batch).items()}
+        self.view_metrics = {k: metric_float(v) for k, v in self.model.get_metric_dict(self.render_out, batch).items()}
         per_view[view.name] = self.view_metrics
         render = image_to_uint8(self.render_out["rgb"][0])
         gt = image_to_uint8(view.image)
@@ -411,7 +403,7 @@ class DefaultTrainer:
             "num_gaussians": int(n) if n is not None else None,
             "steps": self.global_step,
             "train_seconds": round(self.train_seconds, 3),
-            # Outside the training loop (setup includes loading images; test includes alignment and PNGs).
+            # Outside the training loop: setup includes loading images; test excludes alignment.
             "phase_seconds": progress.PHASES.as_dict(),
             "notes": dict(getattr(self.model, "metric_notes", {}) or {}),
         }

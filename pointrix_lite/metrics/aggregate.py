@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
+import torch
 
 
 def mean_metrics(per_view: Mapping[str, Mapping[str, float | None]]) -> dict[str, float | None]:
@@ -17,3 +19,12 @@ def mean_metrics(per_view: Mapping[str, Mapping[str, float | None]]) -> dict[str
         values = [m.get(name) for m in per_view.values()]
         out[name] = None if any(v is None for v in values) else float(np.mean(values))
     return out
+
+
+def metric_float(value: Any) -> float | None:
+    """One metric as a plain float for ``metrics.json`` (``None``: unavailable, e.g. LPIPS without weights)."""
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor):
+        return float(value.detach().item())
+    return float(value)

@@ -26,7 +26,7 @@ import torch
 
 from ... import progress
 from ...errors import CheckpointError, ConfigError, DataError
-from ...metrics.aggregate import mean_metrics
+from ...metrics.aggregate import mean_metrics, metric_float
 from ...model.pose import PoseCorrection
 from ...registry import HOOKS
 from .. import distributed
@@ -119,7 +119,7 @@ class PoseOptHook(Hook):
             with torch.no_grad():
                 out = trainer.renderer(trainer.model, [aligned.camera], trainer.dataset.background)
                 metrics = trainer.model.get_metric_dict(out, [aligned])
-            self.per_view_aligned[view.name] = {k: _as_float(v) for k, v in metrics.items()}
+            self.per_view_aligned[view.name] = {k: metric_float(v) for k, v in metrics.items()}
 
     def after_test_epoch(self, metrics: dict) -> None:
         if self.config.test_align_steps > 0:
@@ -179,7 +179,3 @@ class PoseOptHook(Hook):
         with torch.no_grad():
             self.correction.delta.copy_(delta)
         self.optimizer.load_state_dict(state["optimizer"])
-
-
-def _as_float(value: Any) -> float | None:
-    return None if value is None else float(value)
