@@ -141,35 +141,27 @@ def _scene_with_masks(root):
         write_mask(root / f"masks/train/r_{i}.png", np.ones((12, 16), bool))
 
 
-def _one_line(exc_info, *parts):
-    msg = str(exc_info.value)
-    assert "\n" not in msg
-    for p in parts:
-        assert p in msg, msg
+def _truncated(path):
+    path.write_bytes(b"\x89PNG\r\n\x1a\n truncated")
 
 
-def test_missing_mask_names_the_file(tmp_path):
+BAD_MASKS = {
+    "missing": (lambda p: p.unlink(), "mask not found"),
+    "unreadable": (_truncated, "cannot decode mask"),
+    "all zero": (lambda p: write_mask(p, np.zeros((12, 16), bool)), "mask keeps no pixel"),
+    "wrong size": (lambda p: write_mask(p, np.ones((12, 15), bool)), "mask is 15x12 but its image is 16x12"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_MASKS)
+def test_bad_mask_is_one_line_naming_the_file(tmp_path, case):
     _scene_with_masks(tmp_path)
-    (tmp_path / "masks/train/r_1.png").unlink()
+    spoil, text = BAD_MASKS[case]
+    spoil(tmp_path / "masks/train/r_1.png")
     with pytest.raises(DataError) as e:
         nerf(tmp_path)
-    _one_line(e, str(tmp_path / "masks/train/r_1.png"), "mask not found")
-
-
-def test_unreadable_mask_names_the_file(tmp_path):
-    _scene_with_masks(tmp_path)
-    (tmp_path / "masks/train/r_0.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
-    with pytest.raises(DataError) as e:
-        nerf(tmp_path)
-    _one_line(e, str(tmp_path / "masks/train/r_0.png"), "cannot decode mask")
-
-
-def test_all_zero_mask_names_the_file(tmp_path):
-    _scene_with_masks(tmp_path)
-    write_mask(tmp_path / "masks/train/r_1.png", np.zeros((12, 16), bool))
-    with pytest.raises(DataError) as e:
-        nerf(tmp_path)
-    _one_line(e, str(tmp_path / "masks/train/r_1.png"), "keeps no pixel")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"{tmp_path / 'masks/train/r_1.png'}: {text}"), msg
 
 
 def test_a_mask_kept_only_by_pixels_nearest_drops_is_fully_masked(tmp_path):
@@ -178,14 +170,5 @@ def test_a_mask_kept_only_by_pixels_nearest_drops_is_fully_masked(tmp_path):
     keep[0, 0] = True  # at scale 2 the nearest pixels are the odd rows and columns
     write_mask(tmp_path / "masks/train/r_0.png", keep)
     nerf(tmp_path)  # fine at full size
-    with pytest.raises(DataError) as e:
+    with pytest.raises(DataError, match="r_0.png: mask keeps no pixel at 8x6"):
         nerf(tmp_path, scale=2)
-    _one_line(e, "r_0.png", "keeps no pixel at 8x6")
-
-
-def test_mask_of_the_wrong_size_names_the_file(tmp_path):
-    _scene_with_masks(tmp_path)
-    write_mask(tmp_path / "masks/train/r_0.png", np.ones((12, 15), bool))
-    with pytest.raises(DataError) as e:
-        nerf(tmp_path)
-    _one_line(e, str(tmp_path / "masks/train/r_0.png"), "mask is 15x12 but its image is 16x12")
