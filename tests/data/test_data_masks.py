@@ -172,3 +172,18 @@ def test_a_mask_kept_only_by_pixels_nearest_drops_is_fully_masked(tmp_path):
     nerf(tmp_path)  # fine at full size
     with pytest.raises(DataError, match="r_0.png: mask keeps no pixel at 8x6"):
         nerf(tmp_path, scale=2)
+
+
+def test_masks_are_pinned_and_moved_with_their_images(monkeypatch):
+    from pointrix_lite.data.cameras import pin_images
+
+    pinned = []
+    # pin_memory() itself needs a CUDA runtime; record what would be pinned instead.
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda t: pinned.append(tuple(t.shape)) or t.clone())
+    mask = torch.rand(4, 5) > 0.5
+    views = [View(None, torch.zeros(4, 5, 3, dtype=torch.uint8), "m", 0, mask=mask),
+             View(None, torch.zeros(4, 5, 3, dtype=torch.uint8), "n", 1)]  # fmt: skip
+    pin_images(views)
+    assert pinned == [(4, 5, 3), (4, 5), (4, 5, 3)]
+    assert torch.equal(views[0].mask_on("cpu"), mask) and views[1].mask_on("cpu") is None
+    assert views[0].mask_on() is views[0].mask
