@@ -26,9 +26,8 @@ def batch_mask(batch: Sequence[Any], device: torch.device) -> Tensor | None:
     if all(m is None for m in masks):
         return None
     shape = next(m for m in masks if m is not None).shape
-    return torch.stack(
-        [torch.ones(shape, dtype=torch.bool, device=device) if m is None else view.mask_on(device) for m, view in zip(masks, batch)]
-    )
+    full = torch.ones(shape, dtype=torch.bool, device=device)
+    return torch.stack([full if m is None else view.mask_on(device) for m, view in zip(masks, batch)])
 
 
 def masked_l1(rgb: Tensor, gt: Tensor, mask: Tensor | None) -> Tensor:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -54,7 +55,7 @@ def write_colmap_masks(mask_dir: Path, names: list[str], dst: Path) -> Path:
 
 
 def undistort_masks(
-    pycolmap: ModuleType, model_dir: Path, undistorted_dir: Path, mask_dir: Path, out: Path, options: object
+    pycolmap: ModuleType, model_dir: Path, undistorted_dir: Path, mask_dir: Path, out: Path, options: Any
 ) -> list[Path]:
     """Warp the mask of every image of the undistorted model (``undistorted_dir``) from its distorted
     camera in ``model_dir`` exactly as its photo was (``options``: the photos' undistortion options),

@@ -197,7 +197,8 @@ def undistort(pycolmap: ModuleType, model_dir: Path, image_dir: Path, work_dir: 
     """Undistort the registered images to PINHOLE: ``out/images`` and ``out/sparse/0/*.bin``."""
     if work_dir.exists():
         shutil.rmtree(work_dir)
-    pycolmap.undistort_images(work_dir, model_dir, image_dir, undistort_options=undistort_options(pycolmap), num_threads=threads)
+    options = undistort_options(pycolmap)
+    pycolmap.undistort_images(work_dir, model_dir, image_dir, undistort_options=options, num_threads=threads)
     (out / "sparse").mkdir(parents=True, exist_ok=True)
     shutil.move(str(work_dir / "images"), str(out / "images"))
     target = out / "sparse" / "0"

@@ -65,7 +65,8 @@ def test_no_keypoints_on_masked_pixels(tmp_path):
 def _simple_radial_scene(root: Path, k: float) -> list[str]:
     pycolmap = import_pycolmap()
     rec = pycolmap.Reconstruction()
-    rec.add_camera_with_trivial_rig(pycolmap.Camera(model="SIMPLE_RADIAL", width=W, height=H, params=[80.0, 47.0, 35.5, k], camera_id=1))
+    camera = pycolmap.Camera(model="SIMPLE_RADIAL", width=W, height=H, params=[80.0, 47.0, 35.5, k], camera_id=1)
+    rec.add_camera_with_trivial_rig(camera)
     names = _photos(root / "photos", n=2)
     for i, name in enumerate(names):
         pose = pycolmap.Rigid3d(np.hstack([np.eye(3), [[0.1 * i], [0.0], [0.0]]]))
@@ -146,7 +147,8 @@ def test_bad_masks_are_one_line_errors(tmp_path, capsys):
 def _video_error(tmp_path: Path) -> str:
     from pointrix_lite.errors import DataError
 
-    args = cli.build_parser().parse_args(["--video", str(tmp_path / "v.mp4"), "--out", str(tmp_path / "o"), "--masks", str(tmp_path)])
+    argv = ["--video", str(tmp_path / "v.mp4"), "--out", str(tmp_path / "o"), "--masks", str(tmp_path)]
+    args = cli.build_parser().parse_args(argv)
     with pytest.raises(DataError) as e:
         cli.to_options(args)
     return str(e.value)
