@@ -80,12 +80,15 @@ class View:
         image: [H, W, 3] uint8 (kept in memory at 1/4 the size of float32).
         name: Image name (file stem).
         index: Position of the view within its split (train/val/test).
+        mask: Optional [H, W] bool, True where the pixel counts in the loss (``data/masks.py``);
+            None = every pixel counts. Only training views carry one.
     """
 
     camera: Camera
     image: torch.Tensor
     name: str
     index: int
+    mask: torch.Tensor | None = None
 
     def float_image(self, device: torch.device | str | None = None) -> torch.Tensor:
         """[H, W, 3] float32 in [0, 1], on ``device`` (default: where the image is).
@@ -96,6 +99,12 @@ class View:
         img = self.image if device is None else self.image.to(device, non_blocking=self.image.is_pinned())
         return img.float() / 255.0
 
+    def mask_on(self, device: torch.device | str | None = None) -> torch.Tensor | None:
+        """The [H, W] bool mask on ``device`` (default: where it is), or None without one."""
+        if self.mask is None or device is None:
+            return self.mask
+        return self.mask.to(device, non_blocking=self.mask.is_pinned())
+
 
 def pin_images(views: list[View]) -> None:
     """Page-lock the host images of ``views`` (in place) so uploads to a GPU are asynchronous
@@ -103,6 +112,8 @@ def pin_images(views: list[View]) -> None:
     for view in views:
         if view.image.device.type == "cpu" and not view.image.is_pinned():
             view.image = view.image.pin_memory()
+        if view.mask is not None and view.mask.device.type == "cpu" and not view.mask.is_pinned():
+            view.mask = view.mask.pin_memory()
 
 
 def focal_from_fov(fov: float, size: int) -> float:

@@ -1,4 +1,5 @@
-"""COLMAP layout: ``images/`` plus a sparse model in ``sparse/0/`` (or ``sparse/``), binary or text.
+"""COLMAP layout: ``images/`` plus a sparse model in ``sparse/0/`` (or ``sparse/``), binary or text;
+optionally ``masks/`` (``data/masks.py``).
 
 Only undistorted pinhole cameras are accepted (what ``colmap image_undistorter`` writes): splatting
 renders through an ideal pinhole, so treating a distorted camera as pinhole would silently blur the model.
@@ -18,6 +19,7 @@ from .base import SceneDataset
 from .cameras import Camera, View, check_pose, viewmat_from_colmap
 from .colmap_io import ColmapCamera, ColmapImage, ColmapModel, find_sparse_dir, read_model
 from .images import downscale, find_image, load_rgb
+from .masks import attach_mask, mask_folder
 from .pointcloud import PointCloud
 from .resolution import Scale
 
@@ -77,11 +79,15 @@ class ColmapDataset(SceneDataset):
             for im in by_name:
                 views.append(self._load_view(model, im, image_dir, prescaled))
                 advance()
-        if config.eval:
-            test = [v for i, v in enumerate(views) if i % config.test_every == 0]
-            train = [v for i, v in enumerate(views) if i % config.test_every != 0]
-        else:
-            train, test = views, []
+        held_out = [config.eval and i % config.test_every == 0 for i in range(len(views))]
+        test = [v for v, out in zip(views, held_out) if out]
+        train = [v for v, out in zip(views, held_out) if not out]
+        masks = mask_folder(root)
+        if masks is not None:  # training views only: metrics judge the whole image, as nerfstudio's
+            for im, view, out in zip(by_name, views, held_out):
+                if not out:
+                    cam = model.cameras[im.camera_id]
+                    attach_mask(view, masks, Path(im.name), (cam.width, cam.height))
         if len(model.xyz) == 0:
             raise DataError(f"{model.files['points3D']}: point cloud is empty")
         cloud = PointCloud.from_numpy(model.xyz, model.rgb.astype("float32") / 255.0)

@@ -3,7 +3,8 @@
 Each json holds ``frames`` with a ``file_path`` (extension optional) and a ``transform_matrix``
 (camera-to-world, Blender/OpenGL axes). Intrinsics come from ``fl_x``/``fl_y``/``cx``/``cy``/``w``/``h``
 when present (per frame overriding top level), else ``camera_angle_x`` with ``fy = fx`` and the principal
-point at the image centre, as INRIA 3DGS reads them.
+point at the image centre, as INRIA 3DGS reads them. Optional ``masks/`` mirrors the image paths
+(``./train/r_0`` -> ``masks/train/r_0.png``, see ``data/masks.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..registry import DATASETS
 from .base import SceneDataset
 from .cameras import Camera, View, check_pose, focal_from_fov, viewmat_from_blender_c2w
 from .images import composite, downscale, find_image, read_image
+from .masks import attach_mask, mask_folder
 from .pointcloud import random_cube, read_ply_points
 from .resolution import Scale
 
@@ -72,18 +74,19 @@ class NerfSyntheticDataset(SceneDataset):
 
     def __init__(self, config: Config) -> None:
         root = self._open(config)
-        train = self._load_split(root / "transforms_train.json")
+        masks = mask_folder(root)  # training views only: metrics judge the whole image, as nerfstudio's
+        train = self._load_split(root / "transforms_train.json", masks)
         test = self._load_split(root / "transforms_test.json") if config.eval else []
         val_json = root / "transforms_val.json"
         # NeRF-synthetic ships a val split; layouts without one (ours, many converters) validate on test.
         val = self._load_split(val_json) if config.eval and val_json.is_file() else list(test)
         if not config.eval and (root / "transforms_test.json").is_file():
-            train += self._load_split(root / "transforms_test.json")
+            train += self._load_split(root / "transforms_test.json", masks)
         ply = root / "points3d.ply"
         cloud = read_ply_points(ply) if ply.is_file() else random_cube(config.random_init_points, seed=config.seed)
         self._finish(train, val, test, cloud.subsample(config.max_points, config.seed), root, config.eval)
 
-    def _load_split(self, path: Path) -> list[View]:
+    def _load_split(self, path: Path, masks: Path | None = None) -> list[View]:
         meta = _read_json(path)
         views = []
         with phase("loading images", total=len(meta["frames"]), unit="images") as advance:
@@ -93,11 +96,11 @@ class NerfSyntheticDataset(SceneDataset):
                     raise DataError(f"{where}: missing key 'file_path'")
                 if "transform_matrix" not in frame:
                     raise DataError(f"{where}: missing key 'transform_matrix'")
-                views.append(self._load_frame(meta, frame, path.parent, where))
+                views.append(self._load_frame(meta, frame, path.parent, where, masks))
                 advance()
         return views
 
-    def _load_frame(self, meta: dict, frame: dict, root: Path, where: str) -> View:
+    def _load_frame(self, meta: dict, frame: dict, root: Path, where: str, masks: Path | None) -> View:
         try:
             c2w = np.array(frame["transform_matrix"], dtype=np.float64)
         except (TypeError, ValueError):
@@ -134,5 +137,10 @@ class NerfSyntheticDataset(SceneDataset):
         if scale != 1.0:
             camera = camera.scaled(scale)
             image = downscale(image, camera.width, camera.height)
-        return View(camera, torch.from_numpy(image), name, 0)
+        view = View(camera, torch.from_numpy(image), name, 0)
+        if masks is not None:
+            if not path.is_relative_to(root) or ".." in path.relative_to(root).parts:
+                raise DataError(f"{path}: image lies outside {root}, so masks/ cannot mirror its path")
+            attach_mask(view, masks, path.relative_to(root), (width, height))
+        return view
 

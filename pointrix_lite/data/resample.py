@@ -4,6 +4,11 @@ Used by the coarse-to-fine resolution schedule (``ResolutionScheduleHook``). An 
 ``s`` keeps the math exact: the image is cropped to a multiple of ``s`` on the right/bottom (so
 the pixel grid's origin does not move) and each ``s x s`` block is averaged; ``Camera.scaled``
 then divides ``fx, fy, cx, cy`` by exactly ``s`` (see the convention in ``cameras.py``).
+
+A training mask keeps a low-resolution pixel only if it keeps all ``s x s`` pixels of its block:
+the low-resolution target is the block's mean, so one ignored pixel (a passer-by, a sky the
+model should not learn) would leak into it; nearest neighbour would keep many such mixed pixels.
+A downscaled view may thus keep no pixel at all; its loss then has no gradient (``model/loss.py``).
 """
 
 from __future__ import annotations
@@ -35,7 +40,10 @@ def downscale_view(view: View, factor: int) -> View:
     cropped = replace(cam, width=w * s, height=h * s)  # same intrinsics: only pixels past the edge go
     img = view.image[: h * s, : w * s].float().permute(2, 0, 1)[None]  # [1, 3, H', W']
     small = F.avg_pool2d(img, s)[0].permute(1, 2, 0).contiguous()  # [h, w, 3]
-    return replace(view, camera=cropped.scaled(s), image=small)
+    mask = None
+    if view.mask is not None:
+        mask = view.mask[: h * s, : w * s].reshape(h, s, w, s).all(dim=3).all(dim=1)
+    return replace(view, camera=cropped.scaled(s), image=small, mask=mask)
 
 
 def downscale_views(views: list[View], factor: int, cache: dict[int, View] | None = None) -> list[View]:

@@ -164,7 +164,8 @@ class GaussianModel(nn.Module):
     def get_loss_dict(self, render_out: Mapping[str, Any], batch: list) -> dict[str, Tensor]:
         """3DGS photometric loss ``(1 - l) * L1 + l * (1 - SSIM)``.
 
-        SSIM here uses INRIA's zero-padded "same" window so border pixels get gradients.
+        SSIM here uses INRIA's zero-padded "same" window so border pixels get gradients. Pixels a
+        view's mask ignores add nothing to either term (``model/loss.py``).
 
         Args:
             render_out: Renderer output with ``rgb [C,H,W,3]``.
@@ -173,11 +174,12 @@ class GaussianModel(nn.Module):
         Returns:
             ``loss`` (to minimise), ``l1`` and ``ssim`` (detached, for logging).
         """
-        from ..metrics.ssim import ssim
+        from .loss import batch_mask, masked_l1, masked_ssim
 
         rgb, gt = self._targets(render_out, batch)
-        l1 = (rgb - gt).abs().mean()
-        s = ssim(rgb, gt, padding="same")
+        mask = batch_mask(batch, rgb.device)  # None without training masks: the plain terms
+        l1 = masked_l1(rgb, gt, mask)
+        s = masked_ssim(rgb, gt, mask)
         lam = self.cfg.ssim_lambda
         return {"loss": (1.0 - lam) * l1 + lam * (1.0 - s), "l1": l1.detach(), "ssim": s.detach()}
 

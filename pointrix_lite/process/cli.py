@@ -51,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sharp-frames", action="store_true", help="video: the sharpest frame of each window")
     p.add_argument("--downscales", type=int, default=0, metavar="K", help="also write images_2 .. images_{2^K}")
     p.add_argument("--threads", type=int, default=-1, help="CPU threads for COLMAP (-1: all)")
-    p.add_argument("--overwrite", action="store_true", help="replace images/, sparse/, colmap/ already in --out")
+    p.add_argument("--masks", type=Path, help="folder of masks DIR/<photo stem>.png (0 = ignore the pixel): no "
+                   "features there; written undistorted to OUT/masks for training")
+    p.add_argument("--overwrite", action="store_true", help="replace images/, sparse/, colmap/, masks/ already in --out")
     return p
 
 
@@ -61,13 +63,15 @@ def to_options(args: argparse.Namespace) -> ProcessOptions:
             raise DataError(f"--{key.replace('_', '-')}: must be >= {minimum}, got {getattr(args, key)}")
     if args.vocab_tree is not None and not args.vocab_tree.is_file():
         raise DataError(f"--vocab-tree {args.vocab_tree}: file not found")
+    if args.masks is not None and args.video is not None:
+        raise DataError("--masks works with --images only (video frames get new names)")
     if args.matcher == "vocab_tree" and args.vocab_tree is None:
         raise DataError("--matcher vocab_tree needs --vocab-tree FILE (COLMAP would download one, and abort offline)")
     return ProcessOptions(
         out=args.out, images=args.images, video=args.video, camera_model=args.camera_model, matcher=args.matcher,
         vocab_tree=args.vocab_tree, mapper=args.mapper, max_image_size=args.max_image_size,
         max_features=args.max_features, num_frames=args.num_frames, sharp_frames=args.sharp_frames,
-        downscales=args.downscales, threads=args.threads, overwrite=args.overwrite,
+        downscales=args.downscales, threads=args.threads, overwrite=args.overwrite, masks=args.masks,
     )  # fmt: skip
 
 
@@ -77,7 +81,11 @@ def check_inputs(opts: ProcessOptions) -> None:
     from .pipeline import outputs_in_the_way
 
     if opts.images is not None:
-        scan_images(opts.images)
+        images = scan_images(opts.images)
+        if opts.masks is not None:
+            from .masks import check_masks
+
+            check_masks(opts.masks, images.root, images.names)
     elif not opts.video.is_file():
         raise DataError(f"--video {opts.video}: file not found")
     if opts.out.exists() and not opts.out.is_dir():

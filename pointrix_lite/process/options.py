@@ -26,6 +26,7 @@ class ProcessOptions:
     downscales: int = 0  # write images_2 .. images_{2^K}
     threads: int = -1  # -1: all cores
     overwrite: bool = False
+    masks: Path | None = None  # DIR/<photo stem>.png, 0 = ignore: no features there, undistorted into out/masks
     min_registered: int = 3
 
     def resolved_matcher(self, n_images: int) -> str:

@@ -55,7 +55,7 @@ def outputs_in_the_way(out: Path) -> list[Path]:
     """What this run would write that already exists under ``out``."""
     if not out.exists():
         return []
-    names = ("images", "sparse", "colmap")
+    names = ("images", "sparse", "colmap", "masks")  # masks: stale ones would not match new images
     return sorted(p for p in out.iterdir() if p.name in names or p.name.startswith("images_"))
 
 
@@ -102,9 +102,14 @@ def _structure_from_motion(
         console = stages.console
         console.print(f"[yellow]skipping {len(images.skipped)} unreadable file(s)[/yellow]: "
                       + ", ".join(f"{name} ({why})" for name, why in images.skipped[:5]), highlight=False)
+    colmap_masks = None
+    if opts.masks is not None:
+        from .masks import write_colmap_masks
+
+        colmap_masks = write_colmap_masks(opts.masks, images.names, colmap_dir / "masks")
     with stages.stage("features", f"0/{n} images") as st:
         keypoints = sfm.extract_features(
-            pycolmap, database, images.root, images.names, opts, lambda d, t: st.update(f"{d}/{t} images")
+            pycolmap, database, images.root, images.names, opts, lambda d, t: st.update(f"{d}/{t} images"), colmap_masks
         )
         st.done(f"{n} images, {keypoints} keypoints ({opts.camera_model}, one shared camera)")
     matcher = opts.resolved_matcher(n)
@@ -130,6 +135,13 @@ def _structure_from_motion(
         sfm.undistort(pycolmap, colmap_dir / "sparse" / str(chosen.index), images.root, colmap_dir / "undistorted",
                       opts.out, opts.threads)
         st.done(f"{opts.out / 'images'}, {opts.out / 'sparse' / '0'}")
+    if opts.masks is not None:
+        from .masks import undistort_masks
+
+        with stages.stage("masks", "undistorting") as st:
+            written = undistort_masks(pycolmap, colmap_dir / "sparse" / str(chosen.index), opts.out / "sparse" / "0",
+                                      opts.masks, opts.out / "masks", sfm.undistort_options(pycolmap))
+            st.done(f"{len(written)} masks -> {opts.out / 'masks'}")
     # What training reads: the undistorted cameras (undistortion changes the image size).
     sizes = [(int(c.width), int(c.height)) for c in pycolmap.Reconstruction(str(opts.out / "sparse" / "0")).cameras.values()]
     summary.image_size = list(max(sizes, key=lambda wh: wh[0] * wh[1])) if sizes else []

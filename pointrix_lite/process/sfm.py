@@ -33,15 +33,19 @@ def _name_list(names: list[str], limit: int = 8) -> str:
 
 
 def extract_features(
-    pycolmap: ModuleType, database: Path, image_dir: Path, names: list[str], opts: ProcessOptions, progress: Progress
+    pycolmap: ModuleType, database: Path, image_dir: Path, names: list[str], opts: ProcessOptions, progress: Progress,
+    mask_dir: Path | None = None,
 ) -> int:
     """SIFT on the CPU for ``names`` (one shared camera); returns the number of keypoints.
 
     Runs in chunks only to report progress: every chunk adds its images to the same database, and
-    the chunks after the first reuse its camera (``CameraMode.SINGLE`` is per call).
+    the chunks after the first reuse its camera (``CameraMode.SINGLE`` is per call). ``mask_dir``
+    holds COLMAP's masks (``<image name>.png``): no keypoint lies where they are 0.
     """
     reader = pycolmap.ImageReaderOptions()
     reader.camera_model = opts.camera_model
+    if mask_dir is not None:
+        reader.mask_path = str(mask_dir)
     extraction = pycolmap.FeatureExtractionOptions()
     extraction.num_threads = opts.threads
     extraction.max_image_size = opts.max_image_size
@@ -184,11 +188,16 @@ def check_intrinsics(rec: Any, camera_model: str) -> list[tuple[float, float]]:
     return focals
 
 
+def undistort_options(pycolmap: ModuleType) -> Any:
+    """The undistortion options of the photos; masks take the same (only their interpolation differs)."""
+    return pycolmap.UndistortCameraOptions()
+
+
 def undistort(pycolmap: ModuleType, model_dir: Path, image_dir: Path, work_dir: Path, out: Path, threads: int) -> None:
     """Undistort the registered images to PINHOLE: ``out/images`` and ``out/sparse/0/*.bin``."""
     if work_dir.exists():
         shutil.rmtree(work_dir)
-    options = pycolmap.UndistortCameraOptions()
+    options = undistort_options(pycolmap)
     pycolmap.undistort_images(work_dir, model_dir, image_dir, undistort_options=options, num_threads=threads)
     (out / "sparse").mkdir(parents=True, exist_ok=True)
     shutil.move(str(work_dir / "images"), str(out / "images"))

@@ -92,6 +92,12 @@ def _corrupt_image(c: Case) -> list[str]:
     return ["--config", c.config(), f"dataset.data_path={scene}"]
 
 
+def _missing_mask(c: Case) -> list[str]:
+    scene = c.scene_copy()
+    (scene / "masks").mkdir()  # a masks/ folder: every training image needs one
+    return ["--config", c.config(), f"dataset.data_path={scene}"]
+
+
 def _empty_point_cloud(c: Case) -> list[str]:
     scene = c.scene_copy()
     write_ply_points(scene / "points3d.ply", PointCloud.from_numpy(np.zeros((0, 3)), np.zeros((0, 3))))
@@ -221,6 +227,7 @@ SETUPS: dict[str, Callable[[Case], list[str]]] = {
     "unknown-registry-name": _unknown_registry_name,
     "missing-data-dir": _missing_data_dir,
     "corrupt-image": _corrupt_image,
+    "missing-mask": _missing_mask,
     "unsupported-camera-model": _unsupported_camera_model,
     "empty-point-cloud": _empty_point_cloud,
     "resume-without-checkpoint": _resume_without_checkpoint,

@@ -1,0 +1,61 @@
+"""The photometric loss terms over the pixels training masks keep (``View.mask``, ``data/masks.py``).
+
+Without masks these are exactly the unmasked terms (the same calls, so the native SSIM still runs).
+With masks, an ignored pixel is treated like the zero padding beyond the image border that the
+training SSIM already uses: both images are zeroed there before the SSIM windows are taken, and
+the L1 and SSIM means run over the kept pixels only. The loss then depends neither on the target
+nor on the render under the mask, so those pixels send no gradient to the Gaussians -- nor to the
+2D means the densification statistics are read from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..metrics.ssim import ssim, ssim_map
+
+
+def batch_mask(batch: Sequence[Any], device: torch.device) -> Tensor | None:
+    """``[B, H, W]`` bool of the views' masks on ``device`` (all-True for a view without one), or
+    None when no view has a mask (the unmasked loss then runs unchanged)."""
+    masks = [getattr(view, "mask", None) for view in batch]
+    if all(m is None for m in masks):
+        return None
+    shape = next(m for m in masks if m is not None).shape
+    full = torch.ones(shape, dtype=torch.bool, device=device)
+    return torch.stack([full if m is None else view.mask_on(device) for m, view in zip(masks, batch)])
+
+
+def masked_l1(rgb: Tensor, gt: Tensor, mask: Tensor | None) -> Tensor:
+    """Mean absolute error of ``[B, H, W, C]`` images over the pixels ``mask [B, H, W]`` keeps (all if None)."""
+    if mask is None:
+        return (rgb - gt).abs().mean()
+    _check(rgb, mask)
+    kept = (rgb - gt).abs()[mask]  # [K, C]: indexing, so the ignored pixels are not even read
+    return kept.sum() / max(kept.numel(), 1)
+
+
+def masked_ssim(rgb: Tensor, gt: Tensor, mask: Tensor | None) -> Tensor:
+    """Training SSIM (zero-padded "same" window) averaged over the pixels ``mask`` keeps.
+
+    Ignored pixels are zero in both images, like the padding past the border; a batch that keeps
+    no pixel scores 1 (nothing to be dissimilar), so its SSIM term carries no gradient.
+    """
+    if mask is None:
+        return ssim(rgb, gt, padding="same")
+    _check(rgb, mask)
+    keep = mask[..., None]
+    smap = ssim_map(torch.where(keep, rgb, 0.0), torch.where(keep, gt, 0.0), padding="same")  # [B, C, H, W]
+    kept = mask[:, None].expand_as(smap)
+    count = kept.sum()
+    total = torch.where(kept, smap, 0.0).sum()
+    return torch.where(count > 0, total / count.clamp(min=1), torch.ones_like(total))
+
+
+def _check(rgb: Tensor, mask: Tensor) -> None:
+    if mask.shape != rgb.shape[:-1]:
+        raise ValueError(f"masks {tuple(mask.shape)} do not match rendered images {tuple(rgb.shape)}")

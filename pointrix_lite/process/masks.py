@@ -1,0 +1,87 @@
+"""``process.py --masks DIR``: per-photo masks (``DIR/<photo stem>.png``, 0 = ignore) through SfM.
+
+COLMAP gets a copy named its way (``colmap/masks/<photo name>.png``) so no features are found on
+ignored pixels (a moving passer-by would otherwise add wrong matches); after undistortion each mask
+is warped with the same camera mapping as its photo, nearest neighbour, into ``OUT/masks/<stem>.png``,
+where ``ColmapDataset`` finds it (it also resizes it for ``images_N``, so no ``masks_N`` is written).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from ..data.masks import read_mask
+from ..errors import DataError
+
+
+def _source(mask_dir: Path, name: str) -> Path:
+    return mask_dir / f"{Path(name).stem}.png"
+
+
+def _write(path: Path, keep: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.where(keep, 255, 0).astype(np.uint8), "L").save(path, format="PNG")
+
+
+def check_masks(mask_dir: Path, image_dir: Path, names: list[str]) -> None:
+    """Every photo has a readable mask of its size that keeps some pixel; else a one-line DataError."""
+    if not mask_dir.is_dir():
+        raise DataError(f"--masks {mask_dir}: not a folder")
+    stems = sorted(Path(n).stem for n in names)
+    twins = sorted({a for a, b in zip(stems, stems[1:]) if a == b})
+    if twins:
+        raise DataError(f"--masks: photos {', '.join(twins[:3])} differ only in extension, so DIR/<stem>.png is ambiguous")
+    for name in names:
+        path = _source(mask_dir, name)
+        keep = read_mask(path)
+        with Image.open(image_dir / name) as im:
+            size = im.size
+        if (keep.shape[1], keep.shape[0]) != size:
+            raise DataError(f"{path}: mask is {keep.shape[1]}x{keep.shape[0]} but photo {name} is {size[0]}x{size[1]}")
+        if not keep.any():
+            raise DataError(f"{path}: mask keeps no pixel (0 = ignore); leave the photo out instead")
+
+
+def write_colmap_masks(mask_dir: Path, names: list[str], dst: Path) -> Path:
+    """COLMAP's copies (``dst/<photo name>.png``, 0 or 255) for ``ImageReaderOptions.mask_path``."""
+    for name in names:
+        _write(dst / f"{name}.png", read_mask(_source(mask_dir, name)))
+    return dst
+
+
+def undistort_masks(
+    pycolmap: ModuleType, model_dir: Path, undistorted_dir: Path, mask_dir: Path, out: Path, options: Any
+) -> list[Path]:
+    """Warp the mask of every image of the undistorted model (``undistorted_dir``) from its distorted
+    camera in ``model_dir`` exactly as its photo was (``options``: the photos' undistortion options),
+    but nearest neighbour, so a mask stays 0/1; pixels that see nothing of the photo are ignored.
+
+    Raises:
+        DataError: COLMAP's undistorted camera for a mask differs from the photo's.
+    """
+    distorted = pycolmap.Reconstruction(str(model_dir))
+    undistorted = pycolmap.Reconstruction(str(undistorted_dir))
+    options.warp_options.interpolation = pycolmap.WarpImageOptions.Interpolation.NEAREST_NEIGHBOR
+    options.warp_options.direct_warp_min_scale = 0.0  # always sample the mask itself, never a smoothed copy
+    written = []
+    for image in sorted(undistorted.images.values(), key=lambda im: im.name):
+        src = _source(mask_dir, image.name)
+        keep = read_mask(src)
+        camera = distorted.cameras[distorted.find_image_with_name(image.name).camera_id]
+        bitmap = pycolmap.Bitmap.from_array(np.where(keep, 255, 0).astype(np.uint8))
+        warped, warped_camera = pycolmap.undistort_image(options, bitmap, camera)
+        target = undistorted.cameras[image.camera_id]
+        if (warped_camera.width, warped_camera.height) != (target.width, target.height):
+            raise DataError(
+                f"{src}: undistorted to {warped_camera.width}x{warped_camera.height} but its photo "
+                f"{image.name} to {target.width}x{target.height}"
+            )
+        path = out / f"{Path(image.name).stem}.png"
+        _write(path, np.asarray(warped.to_array()).reshape(target.height, target.width, -1)[..., 0] > 0)
+        written.append(path)
+    return written
