@@ -46,12 +46,15 @@ def load_components(plugins: Iterable[str]) -> None:
         load_plugin(plugin)
 
 
-def add_model_source(parser: argparse.ArgumentParser, exp_dir_help: str, ply_help: str) -> None:
-    """``--exp-dir DIR [--checkpoint CKPT]`` or ``--ply FILE``: where the trained Gaussians come from."""
+def model_source_parser(prog: str, description: str, epilog: str, exp_dir_help: str, ply_help: str) -> OneLineErrorParser:
+    """The parser of a command that reads trained Gaussians, with its source options:
+    ``--exp-dir DIR [--checkpoint CKPT]`` or ``--ply FILE``."""
+    parser = OneLineErrorParser(prog=prog, description=description, epilog=epilog)
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--exp-dir", type=Path, help=exp_dir_help)
     src.add_argument("--ply", type=Path, help=ply_help)
     parser.add_argument("--checkpoint", type=Path, help="with --exp-dir: this checkpoint instead of the latest")
+    return parser
 
 
 def check_model_source(args: argparse.Namespace) -> None:

@@ -18,17 +18,20 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..export.formats import FORMATS, ExportFormat, get_format
-from .common import OneLineErrorParser, add_model_source, check_model_source, experiment_checkpoint, run_command
+from .common import check_model_source, experiment_checkpoint, model_source_parser, run_command
+
+EXAMPLES = (
+    "examples: export.py --exp-dir outputs/demo --format ply_compressed | "
+    "export.py --ply scene.ply --format splat --min-opacity 0.05 --sphere 0 0 0 2"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineErrorParser(
-        prog="export.py",
-        description="Export trained Gaussians for web splat viewers (.splat, PlayCanvas compressed PLY, SPZ, glTF) or as a full PLY.",
-        epilog="examples: export.py --exp-dir outputs/demo --format ply_compressed | "
-        "export.py --ply scene.ply --format splat --min-opacity 0.05 --sphere 0 0 0 2",
-    )
-    add_model_source(p, "experiment folder written by train.py (its latest checkpoint)", "a full-precision 3DGS PLY file")
+    p = model_source_parser(
+        "export.py",
+        "Export trained Gaussians for web splat viewers (.splat, PlayCanvas compressed PLY, SPZ, glTF) or as a full PLY.",
+        EXAMPLES, exp_dir_help="experiment folder written by train.py (its latest checkpoint)", ply_help="a full-precision 3DGS PLY file",
+    )  # fmt: skip
     # Not argparse choices: an unknown format is a one-line error that lists the known ones.
     p.add_argument("--format", required=True, help=f"output format: {', '.join(FORMATS)}")
     p.add_argument("--out", type=Path, help="output file (or an existing folder to write the default name into)")

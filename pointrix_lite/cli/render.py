@@ -24,22 +24,23 @@ import torch
 
 from ..errors import ConfigError, DataError
 from .common import (
-    OneLineErrorParser, add_model_source, add_plugin_option, check_model_source, eval_only, load_components,
-    open_experiment, run_command,
+    add_plugin_option, check_model_source, eval_only, load_components, model_source_parser, open_experiment,
+    run_command,
 )  # fmt: skip
 
 # Layout marker -> dataset type, checked in this order by --data inference.
 LAYOUT_MARKERS: tuple[tuple[str, str], ...] = (("transforms_train.json", "NerfSyntheticDataset"), ("sparse", "ColmapDataset"))
+EXAMPLES = (
+    "examples: render.py --exp-dir outputs/demo | render.py --ply model.ply --data data/scene "
+    "| render.py --exp-dir outputs/demo --trajectory orbit --frames 90"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineErrorParser(
-        prog="render.py",
-        description="Re-render a trained model: test split + metrics.json, or a camera path video.",
-        epilog="examples: render.py --exp-dir outputs/demo | render.py --ply model.ply --data data/scene "
-        "| render.py --exp-dir outputs/demo --trajectory orbit --frames 90",
-    )
-    add_model_source(p, "experiment folder written by train.py (holds config.yaml)", "3DGS PLY file to render (needs --data)")
+    p = model_source_parser(
+        "render.py", "Re-render a trained model: test split + metrics.json, or a camera path video.", EXAMPLES,
+        exp_dir_help="experiment folder written by train.py (holds config.yaml)", ply_help="3DGS PLY file to render (needs --data)",
+    )  # fmt: skip
     p.add_argument("--data", type=Path, help="with --ply: data set folder whose cameras to render")
     p.add_argument("--dataset-type", help="with --ply: registered dataset type (default: from the folder layout)")
     p.add_argument("--scale", type=float, default=1.0, help="with --ply: image downscale factor of the data set")

@@ -14,18 +14,16 @@ from typing import Any
 
 from ..errors import ConfigError, DataError
 from .common import (
-    EXIT_OK, OneLineErrorParser, add_model_source, add_plugin_option, check_model_source, load_components,
-    open_experiment, run_command,
+    EXIT_OK, add_plugin_option, check_model_source, load_components, model_source_parser, open_experiment, run_command,
 )  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineErrorParser(
-        prog="view.py",
-        description="Fly around a trained Gaussian-splatting model in the browser (viser).",
-        epilog="examples: view.py --exp-dir outputs/demo | view.py --ply outputs/demo/point_cloud.ply --port 8081",
-    )
-    add_model_source(p, "experiment folder written by train.py (its data set gives the start view)", "3DGS PLY file")
+    p = model_source_parser(
+        "view.py", "Fly around a trained Gaussian-splatting model in the browser (viser).",
+        "examples: view.py --exp-dir outputs/demo | view.py --ply outputs/demo/point_cloud.ply --port 8081",
+        exp_dir_help="experiment folder written by train.py (its data set gives the start view)", ply_help="3DGS PLY file",
+    )  # fmt: skip
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 exposes the scene to the network)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
     p.add_argument("--max-res", type=int, default=512, help="longest image side once the camera stops (default 512)")
