@@ -16,6 +16,7 @@ COMPONENT_MODULES: tuple[str, ...] = (
     "pointrix_lite.model",
     "pointrix_lite.renderer",
     "pointrix_lite.strategy",
+    "pointrix_lite.export",
     "pointrix_lite.viewer",
 )
 

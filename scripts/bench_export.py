@@ -20,13 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # works without `p
 
 import torch  # noqa: E402
 
-from pointrix_lite.components import import_all  # noqa: E402
+from pointrix_lite.cli.common import experiment_checkpoint, load_components, open_experiment  # noqa: E402
 from pointrix_lite.export import FORMATS, Selection, export_gaussians  # noqa: E402
 from pointrix_lite.export.decode import read_compressed_ply, read_splat  # noqa: E402
 from pointrix_lite.export.decode_spz_glb import read_glb, read_spz  # noqa: E402
-from pointrix_lite.export.ply import load_ply  # noqa: E402
 from pointrix_lite.export.source import gaussians_from_checkpoint  # noqa: E402
-from pointrix_lite.render_cli import _trainer_from_exp_dir, experiment_checkpoint  # noqa: E402
+from pointrix_lite.io.ply import load_ply  # noqa: E402
 
 READERS = {"ply": load_ply, "splat": read_splat, "ply_compressed": read_compressed_ply, "spz": read_spz, "glb": read_glb}
 
@@ -37,13 +36,12 @@ def main() -> None:
     ap.add_argument("--checkpoint", type=Path)
     ap.add_argument("--backend", default=None, help="rasterizer backend override (default: the experiment's)")
     args = ap.parse_args()
-    import_all()
+    load_components(())
     ckpt = experiment_checkpoint(args.exp_dir, args.checkpoint)
     params = gaussians_from_checkpoint(ckpt)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        ns = argparse.Namespace(exp_dir=args.exp_dir, checkpoint=ckpt, out=tmp / "render", backend=args.backend)
-        trainer, _ = _trainer_from_exp_dir(ns)
+        trainer = open_experiment(args.exp_dir, ckpt, tmp / "render", args.backend)
         model = trainer.model
         k_rest = model.params["shN"].shape[1]
         rows = []

@@ -23,14 +23,13 @@ import numpy as np
 import torch
 from rich.console import Console
 
-from .. import device_policy, progress
+from .. import device_policy, distributed, progress
 from ..config import to_dict
 from ..errors import CheckpointError, ConfigError, DataError
 from ..metrics.aggregate import mean_metrics, metric_float
 from ..registry import DATASETS, MODELS, RENDERERS, STRATEGIES, WRITERS
 from ..writers.base import WriterGroup, image_to_uint8
 from . import checkpoint as ckpt_io
-from . import distributed
 from .experiment import ExperimentConfig, resolve_device
 from .hooks.base import Hook
 from .hooks.builder import build_hooks, format_hook_table, sort_hooks
@@ -104,7 +103,7 @@ class DefaultTrainer:
         self.exp_dir = Path(exp_dir)
         self.exp_dir.mkdir(parents=True, exist_ok=True)
         self.device = torch.device(resolve_device(str(device)))
-        # torchrun: cli.py joined the process group; see engine/distributed.py and docs/distributed.md.
+        # torchrun: cli/train.py joined the process group; see distributed.py and docs/distributed.md.
         self.rank, self.world_size = distributed.get_rank(), distributed.get_world_size()
         self.console = Console(highlight=False)
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from torch import Tensor
 
 from ..errors import DataError
+from ..io.ply import ply_file_size
 from .filters import Selection, cut_sh, select, sh_degree_of, take
 from .formats import ExportFormat
-from .ply import ply_file_size
 
 
 @dataclass

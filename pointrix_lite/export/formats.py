@@ -35,7 +35,7 @@ PLAYCANVAS_CHUNK = 256  # Gaussians per chunk of bounds in the compressed PLY
 
 
 def _write_ply(params: Params, f: IO[bytes]) -> None:
-    from .ply import ply_data
+    from ..io.ply import ply_data
 
     ply_data(params).write(f)
 

@@ -35,7 +35,7 @@ def gaussians_from_ply(path: str | Path) -> dict[str, Tensor]:
         DataError: missing file, or not a 3D Gaussian PLY (e.g. a mesh, a point cloud or a
             compressed PLY, which this reads only as the export's output).
     """
-    from .ply import load_ply
+    from ..io.ply import load_ply
 
     path = Path(path)
     if not path.is_file():

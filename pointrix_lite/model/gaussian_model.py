@@ -305,7 +305,7 @@ class GaussianModel(nn.Module):
         """
         from dataclasses import replace
 
-        from ..export.ply import load_ply
+        from ..io.ply import load_ply
 
         params = load_ply(path)
         degree = math.isqrt(params["shN"].shape[1] + 1) - 1

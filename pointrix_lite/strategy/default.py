@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..engine import distributed
+from .. import distributed
 from ..errors import ConfigError
 from ..registry import STRATEGIES
 from .base import GSPLAT_DEFAULT_MAX_STEPS, Strategy

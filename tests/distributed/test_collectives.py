@@ -1,4 +1,4 @@
-"""engine/distributed.py helpers and the DefaultStrategy statistics on a real 2-process gloo group.
+"""pointrix_lite/distributed.py helpers and the DefaultStrategy statistics on a real 2-process gloo group.
 
 One ``torch.multiprocessing.spawn`` runs every check on both ranks (process start-up dominates the
 cost); each check's outcome is saved per rank and asserted by its own test below.
@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from pointrix_lite.engine import distributed
+from pointrix_lite import distributed
 
 WORLD = 2
 

@@ -15,7 +15,7 @@ import textwrap
 CHILD = textwrap.dedent(
     """
     import os, signal, time
-    from pointrix_lite.engine import distributed
+    from pointrix_lite import distributed
     distributed._explain_sigterm()
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(30)  # not reached: the handler exits

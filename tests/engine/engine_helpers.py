@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pointrix_lite.engine.experiment import ExperimentConfig
-from pointrix_lite.engine.plugins import load_plugin
+from pointrix_lite.cli.plugins import load_plugin
 from pointrix_lite.engine.trainer import DefaultTrainer
 
 TOY_PLUGIN = Path(__file__).with_name("toy_components.py")

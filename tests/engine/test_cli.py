@@ -15,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from pointrix_lite.cli import main
+from pointrix_lite.cli.train import main
 from pointrix_lite.engine.checkpoint import find_latest
 
 from .engine_helpers import TOY_PLUGIN, toy_raw_config
@@ -133,7 +133,7 @@ def test_user_errors_exit_2_with_one_line(tmp_path, capsys):
 
 
 def test_resume_flag_followed_by_override_is_an_override(tmp_path):
-    from pointrix_lite.cli import parse_args
+    from pointrix_lite.cli.train import parse_args
 
     args = parse_args(["--config", "x.yaml", "--resume", "trainer.max_steps=5", "seed=1"])
     assert args.resume == "latest" and args.overrides == ["trainer.max_steps=5", "seed=1"]

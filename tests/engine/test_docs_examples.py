@@ -6,7 +6,7 @@ import csv
 import re
 from pathlib import Path
 
-from pointrix_lite.engine.plugins import load_plugin
+from pointrix_lite.cli.plugins import load_plugin
 
 from .engine_helpers import make_trainer
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pointrix_lite.cli import main
+from pointrix_lite.cli.train import main
 from pointrix_lite.data.base import require_dir
 from pointrix_lite.data.demo import make
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pointrix_lite.cli import main
+from pointrix_lite.cli.train import main
 from pointrix_lite.engine.hooks import Hook, HookSignatureError, build_hooks, check_hook_class
 from pointrix_lite.errors import ConfigError
 from pointrix_lite.registry import HOOKS
@@ -76,7 +76,7 @@ def test_ported_hook_is_one_line_error_before_training(style, tmp_path, capsys, 
 @pytest.mark.parametrize("style", sorted(PORTED))
 def test_ported_hook_registered_from_python_fails_before_run(style, tmp_path, toy_config, scratch_registry):
     name, body, has = PORTED[style]
-    from pointrix_lite.engine.plugins import load_plugin
+    from pointrix_lite.cli.plugins import load_plugin
 
     cls = getattr(load_plugin(_plugin(tmp_path, name, body)), name)
     trainer = make_trainer(toy_config({"trainer": {"max_steps": 4, "val_interval": 0}}))

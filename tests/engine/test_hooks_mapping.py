@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pointrix_lite.cli import main
+from pointrix_lite.cli.train import main
 from pointrix_lite.engine.experiment import dump_config, load_experiment, save_config
 from pointrix_lite.engine.hooks import build_hooks
 from pointrix_lite.errors import ConfigError

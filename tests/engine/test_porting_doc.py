@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pointrix_lite.cli import main
+from pointrix_lite.cli.train import main
 from pointrix_lite.components import import_all
 from pointrix_lite.engine.experiment import load_experiment
 from pointrix_lite.engine.hooks import Hook, build_hooks, format_hook_table
-from pointrix_lite.engine.plugins import load_plugin
+from pointrix_lite.cli.plugins import load_plugin
 from pointrix_lite.errors import ConfigError
 from pointrix_lite.registry import HOOKS, WRITERS
 from pointrix_lite.writers import Writer

@@ -252,7 +252,7 @@ def test_metrics_json_keeps_given_poses_in_mean_and_adds_the_aligned_scores(toy_
 
 
 def test_summary_names_both_figures_given_poses_first(tmp_path):
-    from pointrix_lite.engine.summary import format_summary
+    from pointrix_lite.cli.summary import format_summary
 
     view = {"psnr": 25.0, "ssim": 0.9, "lpips": None}
     fitted = {"psnr": 27.5, "ssim": 0.93, "lpips": None}

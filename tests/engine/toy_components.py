@@ -1,6 +1,6 @@
 """Toy dataset / model / renderer / strategy for the engine tests, loaded as a plugin file.
 
-Tests load this file with ``pointrix_lite.engine.plugins.load_plugin`` (in-process) or
+Tests load this file with ``pointrix_lite.cli.plugins.load_plugin`` (in-process) or
 ``--plugin`` (CLI subprocess) -- exactly the user workflow -- so it is never imported by module
 name and never registers twice.
 

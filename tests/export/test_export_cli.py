@@ -9,8 +9,8 @@ import yaml
 from plyfile import PlyData, PlyElement
 
 from pointrix_lite.engine.checkpoint import CHECKPOINT_DIR, FORMAT_VERSION, save_checkpoint_file, write_latest_pointer
-from pointrix_lite.export.cli import main
-from pointrix_lite.export.ply import save_ply
+from pointrix_lite.cli.export import main
+from pointrix_lite.io.ply import save_ply
 
 from .readers import read_compressed_ply, read_splat, separable_params
 

@@ -24,9 +24,9 @@ import pytest
 import torch
 
 from pointrix_lite.export import export_gaussians, get_format
-from pointrix_lite.export.cli import main
+from pointrix_lite.cli.export import main
 from pointrix_lite.export.filters import Selection
-from pointrix_lite.export.ply import save_ply
+from pointrix_lite.io.ply import save_ply
 
 from .readers import LUF, RUB, SH_C0, read_glb, read_spz, rotation_matrices, separable_params, sh_flip_factors
 

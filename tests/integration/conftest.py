@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pointrix_lite.cli import main as train_main
+from pointrix_lite.cli.train import main as train_main
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_DATA = REPO / "data" / "demo" / "nerf_synthetic"  # generated on first use by the data loader

@@ -10,7 +10,7 @@ import imageio.v2 as imageio
 import numpy as np
 import pytest
 
-from pointrix_lite.render_cli import main as render_main
+from pointrix_lite.cli.render import main as render_main
 
 from .conftest import DEMO_DATA, REPO, SCALE
 

@@ -14,7 +14,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from pointrix_lite.components import import_all
 from pointrix_lite.engine.experiment import load_experiment
 from pointrix_lite.engine.trainer import DefaultTrainer
-from pointrix_lite.export.ply import ply_property_names
+from pointrix_lite.io.ply import ply_property_names
 
 from .conftest import MAX_STEPS, REPO, SCALE, demo_overrides
 

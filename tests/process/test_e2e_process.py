@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pointrix_lite.cli import main as train_main
+from pointrix_lite.cli.train import main as train_main
 from pointrix_lite.data.cameras import qvec_to_rotmat, rotmat_to_qvec
 from pointrix_lite.data.colmap_io import ColmapCamera, ColmapImage, ColmapModel, read_model, write_model
 from pointrix_lite.data.demo.scene import build_scene, camera_ring, render

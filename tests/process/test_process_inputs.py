@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from pointrix_lite.errors import DataError
-from pointrix_lite.process import cli, sfm
+from pointrix_lite.cli import process as cli
+from pointrix_lite.process import sfm
 from pointrix_lite.process.downscale import write_downscaled
 from pointrix_lite.process.inputs import scan_images
 from pointrix_lite.process.report import registration_verdict

@@ -9,9 +9,9 @@ import shutil
 import pytest
 import torch
 
-from pointrix_lite.cli import main
+from pointrix_lite.cli.train import main
 from pointrix_lite.engine import checkpoint as ckpt_io
-from pointrix_lite.engine import preflight
+from pointrix_lite.cli import preflight
 from pointrix_lite.engine.checkpoint import find_latest, load_checkpoint_file
 from pointrix_lite.engine.experiment import load_experiment
 from pointrix_lite.engine.trainer import DefaultTrainer

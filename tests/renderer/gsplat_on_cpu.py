@@ -223,5 +223,5 @@ def emulate_gsplat_on_cpu() -> Iterator[None]:
         disable(saved)
 
 
-if __name__.startswith("pointrix_plugin_"):  # loaded by --plugin (engine/plugins.py names it so)
+if __name__.startswith("pointrix_plugin_"):  # loaded by --plugin (cli/plugins.py names it so)
     enable()

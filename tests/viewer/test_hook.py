@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from pointrix_lite.cli import main as train_main
+from pointrix_lite.cli.train import main as train_main
 from pointrix_lite.components import import_all
 from pointrix_lite.engine.experiment import load_experiment
 from pointrix_lite.engine.trainer import DefaultTrainer

@@ -12,7 +12,7 @@ import torch
 from pointrix_lite.errors import ConfigError
 from pointrix_lite.renderer.rasterization import rasterization
 from pointrix_lite.renderer.renderer import GaussianRenderer
-from pointrix_lite.viewer.cli import main as view_main
+from pointrix_lite.cli.view import main as view_main
 from pointrix_lite.viewer.scene import DisplayOptions, SceneView
 from pointrix_lite.viewer.server import Viewer, check_bind
 
@@ -141,7 +141,7 @@ def test_view_script_serves_a_ply_until_ctrl_c(tmp_path, model):
     import sys
     from pathlib import Path
 
-    from pointrix_lite.export.ply import save_ply
+    from pointrix_lite.io.ply import save_ply
 
     ply = save_ply(model, tmp_path / "scene.ply")
     repo = Path(__file__).resolve().parents[2]

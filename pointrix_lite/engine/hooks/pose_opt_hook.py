@@ -24,12 +24,11 @@ from typing import Any
 
 import torch
 
-from ... import progress
+from ... import distributed, progress
 from ...errors import CheckpointError, ConfigError, DataError
 from ...metrics.aggregate import mean_metrics, metric_float
 from ...model.pose import PoseCorrection
 from ...registry import HOOKS
-from .. import distributed
 from ..priority import Priority
 from .base import Hook
 

@@ -1,7 +1,7 @@
 """Command line: ``python scripts/view.py (--ply FILE | --exp-dir DIR [--checkpoint CKPT])``.
 
-Serves the model in the browser until Ctrl-C. Exit codes: 0 after Ctrl-C, 2 bad input
-(``error: <one line>`` on stderr: missing file, busy port, unknown host).
+Serves the model in the browser until Ctrl-C. Exit codes: 0 after Ctrl-C while serving, 2 bad input
+(``error: <one line>`` on stderr: missing file, busy port, unknown host), 130 Ctrl-C while loading.
 """
 
 from __future__ import annotations
@@ -12,37 +12,33 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, DataError, PointrixError
-from ..render_cli import EXIT_USER_ERROR, OneLineErrorParser  # the same one-line argparse errors as render.py
+from ..errors import ConfigError, DataError
+from .common import (
+    EXIT_OK, add_plugin_option, check_model_source, load_components, model_source_parser, open_experiment, run_command,
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineErrorParser(
-        prog="view.py",
-        description="Fly around a trained Gaussian-splatting model in the browser (viser).",
-        epilog="examples: view.py --exp-dir outputs/demo | view.py --ply outputs/demo/point_cloud.ply --port 8081",
-    )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--ply", type=Path, help="3DGS PLY file")
-    src.add_argument("--exp-dir", type=Path, help="experiment folder written by train.py (its data set gives the start view)")
-    p.add_argument("--checkpoint", type=Path, help="with --exp-dir: this checkpoint instead of the latest")
+    p = model_source_parser(
+        "view.py", "Fly around a trained Gaussian-splatting model in the browser (viser).",
+        "examples: view.py --exp-dir outputs/demo | view.py --ply outputs/demo/point_cloud.ply --port 8081",
+        exp_dir_help="experiment folder written by train.py (its data set gives the start view)", ply_help="3DGS PLY file",
+    )  # fmt: skip
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 exposes the scene to the network)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
     p.add_argument("--max-res", type=int, default=512, help="longest image side once the camera stops (default 512)")
     p.add_argument("--preview-res", type=int, default=256, help="longest image side while the camera moves (default 256)")
     p.add_argument("--backend", choices=("auto", "native", "torch", "gsplat"), default=None, help="rasterizer backend")
     p.add_argument("--white-background", action="store_true", help="with --ply: render on white instead of black")
-    p.add_argument("--plugin", action="append", default=[], metavar="FILE.py", help="import custom components first")
+    add_plugin_option(p)
     return p
 
 
 def _scene_from_exp_dir(args: argparse.Namespace) -> tuple[Any, Any]:
-    from ..render_cli import _trainer_from_exp_dir
-    from .camera import initial_view_from_cameras
-    from .scene import SceneView
+    from ..viewer.camera import initial_view_from_cameras
+    from ..viewer.scene import SceneView
 
-    ns = argparse.Namespace(exp_dir=args.exp_dir, checkpoint=args.checkpoint, out=None, backend=args.backend)
-    trainer, _ = _trainer_from_exp_dir(ns)
+    trainer = open_experiment(args.exp_dir, args.checkpoint, backend=args.backend)
     ds = trainer.dataset
     cameras = [v.camera for v in [*ds.train_views, *ds.test_views]]
     model = trainer.model
@@ -53,8 +49,8 @@ def _scene_from_exp_dir(args: argparse.Namespace) -> tuple[Any, Any]:
 def _scene_from_ply(args: argparse.Namespace) -> tuple[Any, Any]:
     from ..model.gaussian_model import GaussianModel
     from ..renderer.renderer import GaussianRenderer
-    from .camera import initial_view_from_points
-    from .scene import SceneView
+    from ..viewer.camera import initial_view_from_points
+    from ..viewer.scene import SceneView
 
     if not args.ply.is_file():
         raise DataError(f"--ply: file not found: {args.ply}")
@@ -66,38 +62,32 @@ def _scene_from_ply(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def start(args: argparse.Namespace) -> Any:
     """Load the model and start serving it; returns the running :class:`Viewer`."""
-    from ..components import import_all
-    from ..engine.plugins import load_plugin
-    from .scene import DisplayOptions
-    from .server import Viewer, check_bind
+    from ..viewer.scene import DisplayOptions
+    from ..viewer.server import Viewer, check_bind
 
     if args.max_res < 16 or args.preview_res < 16:
         raise ConfigError(f"--max-res / --preview-res: must be >= 16, got {args.max_res} / {args.preview_res}")
-    if args.checkpoint is not None and args.exp_dir is None:
-        raise ConfigError("--checkpoint goes with --exp-dir")
+    check_model_source(args)
     check_bind(args.host, args.port)  # before loading a large model: a busy port fails in a second
-    import_all()
-    for plugin in args.plugin:
-        load_plugin(plugin)
+    load_components(args.plugin)
     scene, view = _scene_from_exp_dir(args) if args.exp_dir is not None else _scene_from_ply(args)
     options = DisplayOptions(max_res=args.max_res, preview_res=args.preview_res)
     return Viewer(scene, args.host, args.port, options=options, initial_view=view)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    viewer = None
+def serve(args: argparse.Namespace) -> int:
+    """Start the viewer and serve until Ctrl-C, which is the normal way to stop it (exit 0)."""
+    viewer = start(args)
     try:
-        viewer = start(args)
         print("viewer: serving until Ctrl-C")
         while True:
             time.sleep(0.5)
-    except PointrixError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("", file=sys.stderr)
-        return 0
+        return EXIT_OK
     finally:
-        if viewer is not None:
-            viewer.close()
+        viewer.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command(serve, build_parser().parse_args(argv))

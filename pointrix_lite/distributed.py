@@ -31,7 +31,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..errors import ConfigError
+from .errors import ConfigError
 
 # A rank that saves a large checkpoint or runs validation keeps the others waiting at the next
 # collective; the default 10-30 min timeout would turn a slow test() into a crash.

@@ -26,7 +26,7 @@ import torch
 
 from ..atomic_io import DISK_FULL_ERRNOS
 from ..errors import ConfigError, PointrixError
-from .checkpoint import check_checkpoint_file
+from ..engine.checkpoint import check_checkpoint_file
 
 CHECKPOINT_OVERHEAD_BYTES = 64 * 1024  # config, RNG states (~10 KiB), hook states, zip headers
 ADAM_COPIES = 3  # parameter + exp_avg + exp_avg_sq

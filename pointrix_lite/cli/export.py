@@ -17,22 +17,21 @@ import sys
 from pathlib import Path
 
 from ..errors import ConfigError
-from .formats import FORMATS, ExportFormat, get_format
+from ..export.formats import FORMATS, ExportFormat, get_format
+from .common import check_model_source, experiment_checkpoint, model_source_parser, run_command
+
+EXAMPLES = (
+    "examples: export.py --exp-dir outputs/demo --format ply_compressed | "
+    "export.py --ply scene.ply --format splat --min-opacity 0.05 --sphere 0 0 0 2"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..render_cli import OneLineErrorParser
-
-    p = OneLineErrorParser(
-        prog="export.py",
-        description="Export trained Gaussians for web splat viewers (.splat, PlayCanvas compressed PLY, SPZ, glTF) or as a full PLY.",
-        epilog="examples: export.py --exp-dir outputs/demo --format ply_compressed | "
-        "export.py --ply scene.ply --format splat --min-opacity 0.05 --sphere 0 0 0 2",
-    )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--exp-dir", type=Path, help="experiment folder written by train.py (its latest checkpoint)")
-    src.add_argument("--ply", type=Path, help="a full-precision 3DGS PLY file")
-    p.add_argument("--checkpoint", type=Path, help="with --exp-dir: this checkpoint instead of the latest")
+    p = model_source_parser(
+        "export.py",
+        "Export trained Gaussians for web splat viewers (.splat, PlayCanvas compressed PLY, SPZ, glTF) or as a full PLY.",
+        EXAMPLES, exp_dir_help="experiment folder written by train.py (its latest checkpoint)", ply_help="a full-precision 3DGS PLY file",
+    )  # fmt: skip
     # Not argparse choices: an unknown format is a one-line error that lists the known ones.
     p.add_argument("--format", required=True, help=f"output format: {', '.join(FORMATS)}")
     p.add_argument("--out", type=Path, help="output file (or an existing folder to write the default name into)")
@@ -65,9 +64,9 @@ def output_path(args: argparse.Namespace, fmt: ExportFormat) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .exporter import export_gaussians
-    from .filters import Selection
-    from .source import gaussians_from_checkpoint, gaussians_from_ply
+    from ..export.exporter import export_gaussians
+    from ..export.filters import Selection
+    from ..export.source import gaussians_from_checkpoint, gaussians_from_ply
 
     fmt = get_format(args.format)
     selection = Selection(
@@ -76,11 +75,8 @@ def run(args: argparse.Namespace) -> int:
         sphere=tuple(args.sphere) if args.sphere else None,
         sh_degree=args.sh_degree,
     )
-    if args.checkpoint is not None and args.exp_dir is None:
-        raise ConfigError("--checkpoint goes with --exp-dir")
+    check_model_source(args)
     if args.exp_dir is not None:
-        from ..render_cli import experiment_checkpoint
-
         source = experiment_checkpoint(args.exp_dir, args.checkpoint)
         out = output_path(args, fmt)
         params = gaussians_from_checkpoint(source)
@@ -97,6 +93,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..render_cli import run_command
-
     return run_command(run, build_parser().parse_args(argv))

@@ -13,11 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from .errors import CheckpointError, PointrixError
-
-EXIT_USER_ERROR = 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
-EXIT_CRASH = 1  # an unexpected exception on one rank of a torchrun job (traceback printed)
+from ..errors import CheckpointError, PointrixError
+from .common import EXIT_CRASH, EXIT_INTERRUPTED, EXIT_OK, EXIT_USER_ERROR, add_plugin_option, load_components
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,10 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="watch training in the browser (ViewerHook on 127.0.0.1:--viewer-port); see docs/viewer.md",
     )
     p.add_argument("--viewer-port", type=int, default=8080, metavar="PORT", help="port for --viewer (default 8080)")
-    p.add_argument(
-        "--plugin", action="append", default=[], metavar="FILE.py",
-        help="import a Python file that registers custom components (repeatable)",
-    )
+    add_plugin_option(p)
     return p
 
 
@@ -56,22 +50,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .components import import_all
-    from .engine import distributed
-    from .engine.checkpoint import find_latest
-    from .engine.experiment import load_experiment, resolve_device, save_config
-    from .engine.hooks import build_hooks, format_hook_table
-    from .engine.plugins import load_plugin
-    from .engine.preflight import check_free_space, check_output_dir, check_resume_file
-    from .engine.trainer import DefaultTrainer, TrainingInterrupted
+    from .. import distributed
+    from ..engine.checkpoint import find_latest
+    from ..engine.experiment import load_experiment, resolve_device, save_config
+    from ..engine.hooks import build_hooks, format_hook_table
+    from ..engine.trainer import DefaultTrainer, TrainingInterrupted
+    from .preflight import check_free_space, check_output_dir, check_resume_file
 
-    import_all()
-    for plugin in args.plugin:  # after the built-ins, so plugins may subclass them
-        load_plugin(plugin)
+    load_components(args.plugin)
     cfg = load_experiment(args.config, args.overrides)
     if args.show_hooks:
         print(format_hook_table(build_hooks(cfg.hooks)))
-        return 0
+        return EXIT_OK
 
     exp_dir = Path(cfg.exp_dir)
     resume = None
@@ -91,17 +81,17 @@ def run(args: argparse.Namespace) -> int:
         save_config(cfg, exp_dir)
     trainer = DefaultTrainer(cfg, exp_dir, device)
     if args.viewer:  # added here, not to the config: a resumed run does not reopen a viewer unasked
-        from .viewer.hook import add_viewer_hook
+        from ..viewer.hook import add_viewer_hook
 
         add_viewer_hook(trainer, args.viewer_port)
-    if main_process:  # needs the model: the estimate is from its size (engine/preflight.py)
+    if main_process:  # needs the model: the estimate is from its size (cli/preflight.py)
         check_free_space(exp_dir, trainer.model, trainer.hooks, cfg.trainer.max_steps)
     try:
         trainer.run(resume_from=resume)
     except TrainingInterrupted as stop:
         if not main_process:
             return EXIT_INTERRUPTED
-        from .engine.summary import resume_command
+        from .summary import resume_command
 
         print(
             f"\ninterrupted at step {stop.step}; checkpoint saved to {stop.checkpoint}\n"
@@ -110,11 +100,11 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_INTERRUPTED
     if main_process:
-        from .engine.summary import trainer_summary
+        from .summary import trainer_summary
 
         print(trainer_summary(trainer, args.plugin))
     distributed.teardown()
-    return 0
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\ninterrupted", file=sys.stderr)
         return _fail(EXIT_INTERRUPTED)
     except Exception as exc:
-        from .engine.preflight import os_error_message
+        from .preflight import os_error_message
 
         message = os_error_message(exc) if isinstance(exc, OSError) else None
         if message is not None:  # disk full / no permission while writing outputs: the user's to fix
@@ -136,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             return _fail(EXIT_USER_ERROR)
         if os.environ.get("WORLD_SIZE", "1") in ("", "1"):
             raise  # one process: the usual traceback
-        from .engine import distributed
+        from .. import distributed
 
         if distributed.is_peer_failure(exc):  # not this rank's fault: point at the one that failed
             print(f"error{_rank_tag()}: stopped because another rank failed (see its error)", file=sys.stderr)
@@ -156,7 +146,7 @@ def _fail(code: int) -> int:
     once this process is gone."""
     if os.environ.get("WORLD_SIZE", "1") in ("", "1"):
         return code
-    from .engine import distributed
+    from .. import distributed
 
     distributed.abort(code)
     return code  # not reached

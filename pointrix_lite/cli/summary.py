@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from ..progress import format_phase_seconds
-from .checkpoint import find_latest
+from ..engine.checkpoint import find_latest
 
 
 def _fmt(value: Optional[float], digits: int) -> str:

@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...errors import ConfigError
-from ...progress import phase
-from ...registry import HOOKS
-from ..priority import Priority
-from .base import Hook
+from ..engine.hooks.base import Hook
+from ..engine.priority import Priority
+from ..errors import ConfigError
+from ..progress import phase
+from ..registry import HOOKS
 
 
 @HOOKS.register()
 class PlyExportHook(Hook):
-    """Saves ``trainer.model`` to ``<exp_dir>/<filename>`` in INRIA 3DGS's PLY layout (``export/ply.py``).
+    """Saves ``trainer.model`` to ``<exp_dir>/<filename>`` in INRIA 3DGS's PLY layout (``io/ply.py``).
 
     ``formats`` adds web-viewer formats (``export/formats.py``) beside it, named from ``filename``'s
     stem: ``[ply, splat, ply_compressed]`` writes ``point_cloud.ply``, ``point_cloud.splat`` and
@@ -46,7 +46,7 @@ class PlyExportHook(Hook):
             raise ConfigError(f"hooks.PlyExportHook.filename: must be a path relative to exp_dir, got {config.filename!r}")
         if not config.formats:
             raise ConfigError("hooks.PlyExportHook.formats: name at least one format")
-        from ...export.formats import get_format  # plain Python; the encoders load when used
+        from .formats import get_format  # plain Python; the encoders load when used
 
         self.formats = [get_format(name, "hooks.PlyExportHook.formats") for name in dict.fromkeys(config.formats)]
         self.path: Path | None = None  # the last file written in the first format
@@ -54,9 +54,9 @@ class PlyExportHook(Hook):
 
     def _export(self, path: Path) -> Path | None:
         """Write every format; ``path`` is the ``ply`` file name, the others swap its ``.ply`` suffix."""
-        from ...errors import DataError
-        from ...export.exporter import export_gaussians  # plyfile / gsplat only when a run actually exports
-        from ...export.ply import save_ply
+        from ..errors import DataError
+        from .exporter import export_gaussians  # plyfile / gsplat only when a run actually exports
+        from ..io.ply import save_ply
 
         if not getattr(self.trainer, "is_main_process", True):
             return None  # under torchrun every rank holds the same model; rank 0 writes it

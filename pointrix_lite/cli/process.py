@@ -18,12 +18,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..errors import DataError, PointrixError
-from .options import CAMERA_MODELS, ProcessOptions
+from ..errors import DataError
+from ..process.options import CAMERA_MODELS, ProcessOptions
+from .common import EXIT_CRASH, EXIT_INTERRUPTED, EXIT_OK, EXIT_USER_ERROR, run_command
 
-EXIT_USER_ERROR = 2
-EXIT_CRASH = 1
-EXIT_INTERRUPTED = 130
 WORKER_FLAG = "--_worker"
 LOG_NAME = "colmap.log"
 
@@ -77,8 +75,8 @@ def to_options(args: argparse.Namespace) -> ProcessOptions:
 
 def check_inputs(opts: ProcessOptions) -> None:
     """The checks that need no pycolmap, done before the worker starts."""
-    from .inputs import scan_images
-    from .pipeline import outputs_in_the_way
+    from ..process.inputs import scan_images
+    from ..process.pipeline import outputs_in_the_way
 
     if opts.images is not None:
         images = scan_images(opts.images)
@@ -102,10 +100,6 @@ def check_inputs(opts: ProcessOptions) -> None:
 
 def _worker(argv: list[str]) -> int:
     """The child: run the stages with fd 2 (COLMAP's log) sent to ``colmap/colmap.log``."""
-    from rich.console import Console
-
-    from .pipeline import run
-
     opts = to_options(build_parser().parse_args(argv))
     colmap_dir = opts.out / "colmap"
     colmap_dir.mkdir(parents=True, exist_ok=True)
@@ -113,15 +107,16 @@ def _worker(argv: list[str]) -> int:
     log = os.open(colmap_dir / LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log, 2)
     os.close(log)
-    try:
-        run(opts, Console(highlight=False))
-    except PointrixError as exc:
-        print(f"error: {exc}", file=stderr)
-        return EXIT_USER_ERROR
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=stderr)
-        return EXIT_INTERRUPTED
-    return 0
+    return run_command(_run_stages, opts, stderr=stderr)
+
+
+def _run_stages(opts: ProcessOptions) -> int:
+    from rich.console import Console
+
+    from ..process.pipeline import run
+
+    run(opts, Console(highlight=False))
+    return EXIT_OK
 
 
 def _crash_message(returncode: int, out: Path) -> str:
@@ -141,23 +136,23 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == [WORKER_FLAG]:
         return _worker(argv[1:])
-    args = build_parser().parse_args(argv)
-    try:
-        opts = to_options(args)
-        check_inputs(opts)
-    except PointrixError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USER_ERROR
+    return run_command(lambda args: _run_in_child(args, argv), build_parser().parse_args(argv))
+
+
+def _run_in_child(args: argparse.Namespace, argv: list[str]) -> int:
+    """Check the inputs here (one-line errors), then run the stages in a child process."""
+    opts = to_options(args)
+    check_inputs(opts)
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])  # the child imports this same pointrix_lite
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    child = subprocess.Popen([sys.executable, "-m", "pointrix_lite.process.cli", WORKER_FLAG, *argv], env=env)
+    child = subprocess.Popen([sys.executable, "-m", "pointrix_lite.cli.process", WORKER_FLAG, *argv], env=env)
     try:
         rc = child.wait()
     except KeyboardInterrupt:  # the child got the same Ctrl-C; let it report
         rc = child.wait()
         return EXIT_INTERRUPTED if rc != EXIT_USER_ERROR else rc
-    if rc in (0, EXIT_USER_ERROR, EXIT_INTERRUPTED):
+    if rc in (EXIT_OK, EXIT_USER_ERROR, EXIT_INTERRUPTED):
         return rc
     print(f"error: {_crash_message(rc, opts.out)}", file=sys.stderr)
     return EXIT_CRASH

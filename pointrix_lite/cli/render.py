@@ -16,39 +16,31 @@ Exit codes: 0 done, 2 bad input (``error: <one line>`` on stderr).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 
-from .errors import CheckpointError, ConfigError, DataError, PointrixError
+from ..errors import ConfigError, DataError
+from .common import (
+    add_plugin_option, check_model_source, eval_only, load_components, model_source_parser, open_experiment,
+    run_command,
+)  # fmt: skip
 
-EXIT_USER_ERROR = 2
 # Layout marker -> dataset type, checked in this order by --data inference.
 LAYOUT_MARKERS: tuple[tuple[str, str], ...] = (("transforms_train.json", "NerfSyntheticDataset"), ("sparse", "ColmapDataset"))
-
-
-class OneLineErrorParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, like every other user error
-        print(f"error: {message} (see --help)", file=sys.stderr)
-        raise SystemExit(EXIT_USER_ERROR)
+EXAMPLES = (
+    "examples: render.py --exp-dir outputs/demo | render.py --ply model.ply --data data/scene "
+    "| render.py --exp-dir outputs/demo --trajectory orbit --frames 90"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineErrorParser(
-        prog="render.py",
-        description="Re-render a trained model: test split + metrics.json, or a camera path video.",
-        epilog="examples: render.py --exp-dir outputs/demo | render.py --ply model.ply --data data/scene "
-        "| render.py --exp-dir outputs/demo --trajectory orbit --frames 90",
-    )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--exp-dir", type=Path, help="experiment folder written by train.py (holds config.yaml)")
-    src.add_argument("--ply", type=Path, help="3DGS PLY file to render (needs --data)")
-    p.add_argument("--checkpoint", type=Path, help="with --exp-dir: this checkpoint instead of the latest")
+    p = model_source_parser(
+        "render.py", "Re-render a trained model: test split + metrics.json, or a camera path video.", EXAMPLES,
+        exp_dir_help="experiment folder written by train.py (holds config.yaml)", ply_help="3DGS PLY file to render (needs --data)",
+    )  # fmt: skip
     p.add_argument("--data", type=Path, help="with --ply: data set folder whose cameras to render")
     p.add_argument("--dataset-type", help="with --ply: registered dataset type (default: from the folder layout)")
     p.add_argument("--scale", type=float, default=1.0, help="with --ply: image downscale factor of the data set")
@@ -58,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--frames", type=int, default=120, help="frames on the camera path (default 120)")
     p.add_argument("--fps", type=int, default=30, help="video frame rate (default 30)")
     p.add_argument("--video", choices=("mp4", "gif"), default="mp4", help="video format (default mp4)")
-    p.add_argument("--plugin", action="append", default=[], metavar="FILE.py", help="import custom components first")
+    add_plugin_option(p)
     return p
 
 
@@ -72,51 +64,11 @@ def _infer_dataset_type(data: Path) -> str:
     raise DataError(f"--data {data}: cannot tell the layout (no {markers}); pass --dataset-type")
 
 
-def _eval_only(cfg: Any, out: Path, backend: str | None) -> Any:
-    """The config with training-only parts removed: no writers, only LogHook (the metrics table)."""
-    renderer = dict(cfg.renderer, backend=backend) if backend else cfg.renderer
-    hooks = [h for h in cfg.hooks if h["type"] == "LogHook"]
-    return dataclasses.replace(cfg, exp_dir=str(out), writers=[], hooks=hooks, renderer=renderer)
-
-
-def experiment_checkpoint(exp_dir: Path, checkpoint: Path | None) -> Path:
-    """The checkpoint to use from an experiment folder: ``checkpoint`` if given, else the latest.
-
-    Raises:
-        ConfigError: ``exp_dir`` has no config.yaml (not written by train.py).
-        CheckpointError: no checkpoint there, or ``checkpoint`` does not exist.
-    """
-    from .engine.checkpoint import find_latest
-
-    if not (exp_dir / "config.yaml").is_file():
-        raise ConfigError(f"--exp-dir {exp_dir}: no config.yaml (not an experiment folder written by train.py)")
-    ckpt = checkpoint or find_latest(exp_dir)
-    if ckpt is None:
-        raise CheckpointError(f"--exp-dir {exp_dir}: no checkpoint in {exp_dir / 'checkpoints'}")
-    if not Path(ckpt).is_file():
-        raise CheckpointError(f"--checkpoint: file not found: {ckpt}")
-    return Path(ckpt)
-
-
-def _trainer_from_exp_dir(args: argparse.Namespace) -> tuple[Any, Path]:
-    from .engine.experiment import load_experiment
-    from .engine.trainer import DefaultTrainer
-
-    exp_dir = args.exp_dir
-    ckpt = experiment_checkpoint(exp_dir, args.checkpoint)
-    out = args.out or exp_dir
-    cfg = _eval_only(load_experiment(exp_dir / "config.yaml"), out, args.backend)
-    trainer = DefaultTrainer(cfg, out, cfg.device)
-    # The full resume path (not just the weights) so step / train_seconds match training's report.
-    trainer.load_checkpoint(ckpt)
-    return trainer, out
-
-
 def _trainer_from_ply(args: argparse.Namespace) -> tuple[Any, Path]:
-    from .engine.experiment import load_experiment
-    from .engine.trainer import DefaultTrainer
-    from .model.gaussian_model import GaussianModel
-    from .registry import DATASETS
+    from ..engine.experiment import load_experiment
+    from ..engine.trainer import DefaultTrainer
+    from ..model.gaussian_model import GaussianModel
+    from ..registry import DATASETS
 
     if args.data is None:
         raise ConfigError("--ply needs --data (the data set whose cameras to render)")
@@ -134,7 +86,7 @@ def _trainer_from_ply(args: argparse.Namespace) -> tuple[Any, Path]:
         "model": {"type": "GaussianModel", "sh_degree": model.cfg.sh_degree},
         "renderer": {"type": "GaussianRenderer"},
     }
-    cfg = _eval_only(load_experiment(None, data=raw), out, args.backend)
+    cfg = eval_only(load_experiment(None, data=raw), out, args.backend)
     trainer = DefaultTrainer(cfg, out, cfg.device)
     trainer.model = model.to(trainer.device)
     return trainer, out
@@ -148,8 +100,8 @@ def render_trajectory(trainer: Any, kind: str, n_frames: int, fps: int, video: s
     """
     import imageio.v2 as imageio
 
-    from .trajectory import make_trajectory
-    from .writers.base import image_to_uint8
+    from ..trajectory import make_trajectory
+    from ..writers.base import image_to_uint8
 
     ds = trainer.dataset
     cameras = [v.camera for v in [*ds.train_views, *ds.test_views]]
@@ -173,9 +125,7 @@ def render_trajectory(trainer: Any, kind: str, n_frames: int, fps: int, video: s
 
 
 def run(args: argparse.Namespace) -> int:
-    from .components import import_all
-    from .engine.plugins import load_plugin
-    from .engine.summary import format_summary
+    from .summary import format_summary
 
     if args.frames < 1:
         raise ConfigError(f"--frames: must be >= 1, got {args.frames}")
@@ -183,10 +133,13 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--fps: must be >= 1, got {args.fps}")
     if args.exp_dir is not None and (args.data or args.dataset_type):
         raise ConfigError("--data / --dataset-type go with --ply; --exp-dir uses the data set of its config")
-    import_all()
-    for plugin in args.plugin:
-        load_plugin(plugin)
-    trainer, out = _trainer_from_exp_dir(args) if args.exp_dir is not None else _trainer_from_ply(args)
+    check_model_source(args)
+    load_components(args.plugin)
+    if args.exp_dir is not None:
+        out = args.out or args.exp_dir
+        trainer = open_experiment(args.exp_dir, args.checkpoint, out, args.backend)
+    else:
+        trainer, out = _trainer_from_ply(args)
     if args.trajectory:
         path = render_trajectory(trainer, args.trajectory, args.frames, args.fps, args.video, out)
         print(f"{args.frames} frames in {path.parent / args.trajectory}; video: {path}")
@@ -200,18 +153,6 @@ def run(args: argparse.Namespace) -> int:
         (out / "metrics.json").write_text(json.dumps(report, indent=2))
     print(format_summary(out, ply=args.ply))
     return 0
-
-
-def run_command(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    """Run a command's logic: a user error is one line and exit 2, Ctrl-C exit 130 (shared by the CLIs)."""
-    try:
-        return command(args)
-    except PointrixError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USER_ERROR
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        return 130
 
 
 def main(argv: list[str] | None = None) -> int:
