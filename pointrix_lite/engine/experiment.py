@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 import yaml
 
-from ..config import from_dict, to_dict
+from ..config import at_least, from_dict, to_dict
 from ..errors import ConfigError
 from ..registry import DATASETS, MODELS, RENDERERS, STRATEGIES, WRITERS
 from .. import writers as _builtin_writers  # noqa: F401 - registers the default writers
@@ -35,6 +35,10 @@ class TrainerConfig:
     test_at_end: bool = True  # run test() on the test split after training
     val_images: int = 2  # how many validation views are sent to the writers as images
     save_test_renders: bool = True  # PNGs under <exp_dir>/renders/test/{render,gt}/
+
+    def __post_init__(self) -> None:
+        at_least(self, 0, "max_steps", "val_interval", "val_images", home="trainer")
+        at_least(self, 1, "batch_size", home="trainer")
 
 
 def _default_writers() -> list[dict[str, Any]]:
@@ -179,12 +183,6 @@ def resolve_device(device: str) -> str:
 
 def resolve(cfg: ExperimentConfig) -> ExperimentConfig:
     """Validate every component section against its registry and fill in derived values."""
-    if cfg.trainer.max_steps < 0:
-        raise ConfigError(f"trainer.max_steps: must be >= 0, got {cfg.trainer.max_steps}")
-    if cfg.trainer.batch_size < 1:
-        raise ConfigError(f"trainer.batch_size: must be >= 1, got {cfg.trainer.batch_size}")
-    if cfg.trainer.val_interval < 0:
-        raise ConfigError(f"trainer.val_interval: must be >= 0 (0 disables), got {cfg.trainer.val_interval}")
     from .. import device_policy  # imports torch: only once a config is resolved, as resolve_device
 
     device = resolve_device(cfg.device)  # a CUDA request on a machine without CUDA fails here
