@@ -4,6 +4,11 @@ Components declare their options as dataclasses; :func:`from_dict` converts a pl
 (from YAML or the command line) into one. An unknown key or a value of the wrong type is a
 :class:`~pointrix_lite.errors.ConfigError` naming the full key path and the valid keys, so a
 typo never silently falls back to a default.
+
+A ``Config`` checks its own values in ``__post_init__`` by raising :class:`OptionError`; since
+every component's config is built here while the experiment config loads, a bad value fails
+then, before any data is read, and :func:`from_dict` puts the key path it is loading in front
+(``hooks[1].max_keep: must be >= 1 or null, got 0``).
 """
 
 from __future__ import annotations
@@ -13,11 +18,44 @@ import difflib
 import types
 import typing
 from collections.abc import Mapping
+from pathlib import PurePath
 from typing import Any, TypeVar, Union
 
 from .errors import ConfigError
 
 T = TypeVar("T")
+
+
+class OptionError(ConfigError):
+    """A value a ``Config.__post_init__`` refuses: ``key`` (relative to that config) and the problem.
+
+    Args:
+        key: The option, relative to its config (``max_keep``, ``lr.means``).
+        problem: What is wrong, e.g. ``must be >= 1, got 0``.
+        home: Where the config usually sits (``hooks.CheckPointHook``), for a config built
+            directly in Python; :func:`from_dict` replaces it by the key path it loads.
+    """
+
+    def __init__(self, key: str, problem: str, home: str = "") -> None:
+        self.key, self.problem, self.home = key, problem, home
+        super().__init__(f"{home}.{key}: {problem}" if home else f"{key}: {problem}")
+
+    def __reduce__(self) -> tuple:  # pickles (e.g. across processes) with its three arguments
+        return type(self), (self.key, self.problem, self.home)
+
+
+def at_least(config: Any, minimum: float, *keys: str, home: str = "") -> None:
+    """OptionError for the first of ``keys`` whose value on ``config`` is below ``minimum`` (or NaN)."""
+    for key in keys:
+        value = getattr(config, key)
+        if not value >= minimum:
+            raise OptionError(key, f"must be >= {minimum:g}, got {value}", home)
+
+
+def check_relative_path(key: str, value: str, home: str = "") -> None:
+    """OptionError unless ``value`` is a non-empty relative path (a file or folder inside exp_dir)."""
+    if not value or PurePath(value).is_absolute():
+        raise OptionError(key, f"must be a path relative to exp_dir, got {value!r}", home)
 
 
 def _type_name(tp: Any) -> str:
@@ -119,7 +157,10 @@ def from_dict(cls: type[T], data: Mapping[str, Any] | None, key_path: str = "") 
     for name, f in fields.items():
         if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ConfigError(f"{prefix}{name}: required key is missing")
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except OptionError as exc:  # the config's own check: name the key where the user wrote it
+        raise OptionError(exc.key, exc.problem, key_path) from None
 
 
 def to_dict(obj: Any) -> Any:

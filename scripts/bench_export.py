@@ -59,7 +59,7 @@ def main() -> None:
             model.load_params(decoded, source=str(path))
             mean = trainer.test()["mean"]
             rows.append((label, report, seconds, mean["psnr"], mean["ssim"]))
-    print(f"{ckpt}: {params['means'].shape[0]:,} Gaussians, SH degree {model.cfg.sh_degree}, {len(trainer.dataset.test_views)} test views")
+    print(f"{ckpt}: {params['means'].shape[0]:,} Gaussians, SH degree {model.config.sh_degree}, {len(trainer.dataset.test_views)} test views")
     print(f"{'format':<15}{'bytes':>12}{'ratio':>8}{'Gaussians':>11}{'export s':>10}{'PSNR':>9}{'dPSNR':>8}{'SSIM':>8}")
     ref = rows[0][3]
     for name, report, seconds, psnr, ssim in rows:

@@ -83,7 +83,7 @@ def _trainer_from_ply(args: argparse.Namespace) -> tuple[Any, Path]:
         "exp_dir": str(out),
         "trainer": {"max_steps": 0},
         "dataset": {"type": type_name, "data_path": str(args.data), "scale": args.scale},
-        "model": {"type": "GaussianModel", "sh_degree": model.cfg.sh_degree},
+        "model": {"type": "GaussianModel", "sh_degree": model.config.sh_degree},
         "renderer": {"type": "GaussianRenderer"},
     }
     cfg = eval_only(load_experiment(None, data=raw), out, args.backend)

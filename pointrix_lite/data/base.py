@@ -5,12 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..config import OptionError
 from ..errors import DataError
 from .cameras import View, scene_extent
 from .pointcloud import PointCloud
 
 WHITE = (1.0, 1.0, 1.0)
 BLACK = (0.0, 0.0, 0.0)
+
+
+def check_scene_options(config: Any) -> None:
+    """The options every dataset's ``Config`` shares, checked in its ``__post_init__`` (so when the
+    config loads, not after images have been read)."""
+    if config.scale != "auto" and not config.scale > 0:
+        raise OptionError("scale", f"must be positive or auto, got {config.scale}", "dataset")
+    if config.max_points < 0:
+        raise OptionError("max_points", f"must be >= 0 (0 = all), got {config.max_points}", "dataset")
 
 
 class SceneDataset:
@@ -31,12 +41,9 @@ class SceneDataset:
     background: tuple[float, float, float]
 
     def _open(self, config: Any) -> Path:
-        """What every dataset does first: check the shared options, set the background, and
-        return the data folder (generating the demo scene there if it is the demo's path)."""
+        """What every dataset does first: set the background and return the data folder (generating the demo scene there if it is the demo's path)."""
         self.config = config
         self._scale: float | None = None if config.scale == "auto" else float(config.scale)
-        if self._scale is not None and self._scale <= 0:
-            raise DataError(f"dataset.scale: must be positive or auto, got {config.scale}")
         root = require_dir(Path(config.data_path))
         self.background = WHITE if config.white_background else BLACK
         return root

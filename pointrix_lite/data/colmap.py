@@ -12,10 +12,11 @@ from pathlib import Path
 
 import torch
 
+from ..config import at_least
 from ..errors import DataError
 from ..progress import phase
 from ..registry import DATASETS
-from .base import SceneDataset
+from .base import SceneDataset, check_scene_options
 from .cameras import Camera, View, check_pose, viewmat_from_colmap
 from .colmap_io import ColmapCamera, ColmapImage, ColmapModel, find_sparse_dir, read_model
 from .images import downscale, find_image, load_rgb
@@ -63,9 +64,11 @@ class ColmapDataset(SceneDataset):
         seed: int = 0
         """Seed of point subsampling."""
 
+        def __post_init__(self) -> None:
+            check_scene_options(self)
+            at_least(self, 1, "test_every", home="dataset")
+
     def __init__(self, config: Config) -> None:
-        if config.test_every < 1:
-            raise DataError(f"dataset.test_every: must be >= 1, got {config.test_every}")
         root = self._open(config)
         model = read_model(find_sparse_dir(root))
         sizes = [(c.width, c.height) for c in model.cameras.values()]

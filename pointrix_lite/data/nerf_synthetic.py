@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..config import at_least
 from ..errors import DataError
 from ..progress import phase
 from ..registry import DATASETS
-from .base import SceneDataset
+from .base import SceneDataset, check_scene_options
 from .cameras import Camera, View, check_pose, focal_from_fov, viewmat_from_blender_c2w
 from .images import composite, downscale, find_image, read_image
 from .masks import attach_mask, mask_folder
@@ -71,6 +72,10 @@ class NerfSyntheticDataset(SceneDataset):
         """Subsample the initial point cloud to at most this many points (0 = all)."""
         seed: int = 0
         """Seed of the random init cloud and of subsampling."""
+
+        def __post_init__(self) -> None:
+            check_scene_options(self)
+            at_least(self, 1, "random_init_points", home="dataset")
 
     def __init__(self, config: Config) -> None:
         root = self._open(config)

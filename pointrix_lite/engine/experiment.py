@@ -20,19 +20,12 @@ from typing import Any, Optional
 
 import yaml
 
-from ..config import from_dict, to_dict
+from ..config import at_least, from_dict, to_dict
 from ..errors import ConfigError
-from ..registry import DATASETS, HOOKS, MODELS, RENDERERS, STRATEGIES, WRITERS
+from ..registry import DATASETS, MODELS, RENDERERS, STRATEGIES, WRITERS
 from .. import writers as _builtin_writers  # noqa: F401 - registers the default writers
 from . import hooks as _builtin_hooks  # noqa: F401 - registers the default hooks
-from .hooks.base import HOOK_ENGINE_KEYS
-from .hooks.signature import check_hook_class
-from .priority import get_priority, priority_name
-
-# Hooks every run has unless a `hooks:` entry says `enabled: false` (see docs/extending.md).
-# NaNGuardHook is a default because a NaN that reaches a checkpoint silently ruins a long run.
-DEFAULT_HOOKS: tuple[str, ...] = ("IterTimerHook", "LogHook", "CheckPointHook", "NaNGuardHook")
-
+from .hooks.resolve import DEFAULT_HOOKS, SHORTHANDS, hook_entries, resolve_hooks  # noqa: F401 - re-exported
 
 @dataclass
 class TrainerConfig:
@@ -42,6 +35,10 @@ class TrainerConfig:
     test_at_end: bool = True  # run test() on the test split after training
     val_images: int = 2  # how many validation views are sent to the writers as images
     save_test_renders: bool = True  # PNGs under <exp_dir>/renders/test/{render,gt}/
+
+    def __post_init__(self) -> None:
+        at_least(self, 0, "max_steps", "val_interval", "val_images", home="trainer")
+        at_least(self, 1, "batch_size", home="trainer")
 
 
 def _default_writers() -> list[dict[str, Any]]:
@@ -72,15 +69,6 @@ class ExperimentConfig:
     save_ckpt_after_run: Optional[bool] = None  # -> CheckPointHook.save_last
     log_show_after_iter: Optional[int] = None  # -> LogHook.interval
     load_ckpt_before_run: Optional[str] = None  # checkpoint loaded (full resume) after before_run
-
-
-# Shorthand key -> (hook type, option). load_ckpt_before_run stays a top-level key: loading is
-# the trainer's job (it must happen before before_train and fire after_load_checkpoint).
-SHORTHANDS: dict[str, tuple[str, str]] = {
-    "save_ckpt_after_iter": ("CheckPointHook", "interval"),
-    "save_ckpt_after_run": ("CheckPointHook", "save_last"),
-    "log_show_after_iter": ("LogHook", "interval"),
-}
 
 
 class DuplicateKeyError(yaml.MarkedYAMLError):
@@ -173,122 +161,6 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
-def _split_hook_entry(entry: Any, key_path: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """``{type, priority, enabled, **options}`` -> (type, engine keys, options)."""
-    if not isinstance(entry, dict) or "type" not in entry:
-        raise ConfigError(f"{key_path}: expected a mapping with 'type', e.g. {{type: LogHook, interval: 100}}")
-    engine = {k: entry[k] for k in HOOK_ENGINE_KEYS if k in entry}
-    options = {k: v for k, v in entry.items() if k not in HOOK_ENGINE_KEYS}
-    return str(entry["type"]), engine, options
-
-
-def _mapping_entry(key: Any, value: Any) -> tuple[str, dict[str, Any]]:
-    """One item of the mapping form -> (key path, list-form entry).
-
-    The key is the hook type (Pointrix: ``LogHook: {interval: 50}``) or a label with ``type``
-    inside (MMEngine's ``default_hooks``: ``logger: {type: LogHook, interval: 50}``).
-    """
-    key_path = f"hooks.{key}"
-    if not isinstance(value, dict):
-        # null too: MMEngine reads `checkpoint: None` as "off", a YAML user writing `LogHook:` as "on";
-        # neither guess is safe, so the user says which.
-        raise ConfigError(
-            f"{key_path}: expected a mapping of options, e.g. {key}: {{interval: 50}} ({{}} for the defaults, "
-            f"{{enabled: false}} to turn it off), got {value!r}"
-        )
-    type_name = str(value.get("type", key))
-    cls = HOOKS.get(type_name, f"{key_path}.type" if "type" in value else key_path)
-    config_cls = getattr(cls, "Config", None)
-    options = {f.name for f in dataclasses.fields(config_cls)} if config_cls is not None else set()
-    if "name" in value and "name" not in options:
-        raise ConfigError(
-            f"{key_path}.name: Pointrix's `name:` is the key itself here (or `type:`); drop it (see docs/porting.md#config-keys)"
-        )
-    return key_path, {"type": type_name, **{k: v for k, v in value.items() if k != "type"}}
-
-
-def hook_entries(hooks: Any) -> list[tuple[str, Any]]:
-    """``hooks:`` in list or mapping form -> ``[(key path, entry)]`` in the order written.
-
-    In the mapping form a default hook may be configured once only: two keys setting
-    ``LogHook`` options would otherwise merge silently.
-    """
-    if isinstance(hooks, list):
-        return [(f"hooks[{i}]", entry) for i, entry in enumerate(hooks)]
-    if not isinstance(hooks, dict):
-        raise ConfigError(
-            f"hooks: expected a list ([{{type: LogHook, interval: 50}}]) or a mapping ({{LogHook: {{interval: 50}}}}), got {hooks!r}"
-        )
-    entries, seen = [], {}
-    for key, value in hooks.items():
-        key_path, entry = _mapping_entry(key, value)
-        if entry["type"] in DEFAULT_HOOKS:
-            if entry["type"] in seen:
-                raise ConfigError(f"{key_path}: configures {entry['type']} again (already configured by {seen[entry['type']]}); keep one")
-            seen[entry["type"]] = key_path
-        entries.append((key_path, entry))
-    return entries
-
-
-def _priority_for_yaml(value: int) -> str | int:
-    name = priority_name(value)
-    return value if name.isdigit() else name  # a level name when there is one, else the int
-
-
-def resolve_hooks(cfg: ExperimentConfig) -> list[dict[str, Any]]:
-    """Merge default hooks, the user's ``hooks:`` (list or mapping) and shorthand keys into one resolved list.
-
-    Order: the default hooks first (in :data:`DEFAULT_HOOKS` order), then the user's other hooks
-    in the order written; ties in priority keep this order. A user entry whose type is a default
-    hook configures that default instead of adding a second one. Each resolved entry carries
-    ``type``, ``priority`` (level name or int), ``enabled`` and every option of the hook's Config.
-    """
-    merged: dict[str, dict[str, Any]] = {}  # key -> entry; dicts keep insertion order
-    origin: dict[str, str] = {}  # key -> where the options came from, for error messages
-    for name in DEFAULT_HOOKS:
-        merged[name] = {"type": name}
-        origin[name] = f"default {name}"
-    for i, (key_path, entry) in enumerate(hook_entries(cfg.hooks)):
-        type_name, engine, options = _split_hook_entry(entry, key_path)
-        check_hook_class(HOOKS.get(type_name, f"{key_path}.type"), key_path)  # before the data loads
-        if "enabled" in engine and not isinstance(engine["enabled"], bool):
-            raise ConfigError(f"{key_path}.enabled: expected true/false, got {engine['enabled']!r}")
-        if "priority" in engine:
-            get_priority(engine["priority"], f"{key_path}.priority")
-        key = type_name if type_name in DEFAULT_HOOKS else f"{type_name}#{i}"
-        merged[key] = {**merged.get(key, {}), **engine, **options}
-        origin[key] = key_path
-    for short, (type_name, option) in SHORTHANDS.items():
-        value = getattr(cfg, short)
-        if value is None:
-            continue
-        entry = merged.get(type_name)
-        if entry is None or entry.get("enabled") is False:
-            raise ConfigError(f"{short}: sets {type_name}.{option}, but {type_name} is disabled in hooks")
-        if option in entry and entry[option] != value:
-            raise ConfigError(
-                f"{short}: {value!r} conflicts with {origin[type_name]}.{option}: {entry[option]!r}; keep one"
-            )
-        entry[option] = value
-    resolved = []
-    for key, entry in merged.items():
-        type_name = entry["type"]
-        options = {k: v for k, v in entry.items() if k not in HOOK_ENGINE_KEYS}
-        where = origin[key] if not origin[key].startswith("default") else f"hooks.{type_name}"
-        config = HOOKS.config_of({"type": type_name, **options}, where)
-        cls = HOOKS.get(type_name)
-        priority = entry.get("priority", getattr(cls, "priority", 50))
-        resolved.append(
-            {
-                "type": type_name,
-                "priority": _priority_for_yaml(get_priority(priority, f"{where}.priority")),
-                "enabled": entry.get("enabled", True),
-                **(to_dict(config) if config is not None else {}),
-            }
-        )
-    return resolved
-
-
 def _resolve_section(registry: Any, section: dict[str, Any], key_path: str) -> dict[str, Any]:
     config = registry.config_of(section, key_path)
     return {"type": section["type"], **(to_dict(config) if config is not None else {})}
@@ -311,12 +183,6 @@ def resolve_device(device: str) -> str:
 
 def resolve(cfg: ExperimentConfig) -> ExperimentConfig:
     """Validate every component section against its registry and fill in derived values."""
-    if cfg.trainer.max_steps < 0:
-        raise ConfigError(f"trainer.max_steps: must be >= 0, got {cfg.trainer.max_steps}")
-    if cfg.trainer.batch_size < 1:
-        raise ConfigError(f"trainer.batch_size: must be >= 1, got {cfg.trainer.batch_size}")
-    if cfg.trainer.val_interval < 0:
-        raise ConfigError(f"trainer.val_interval: must be >= 0 (0 disables), got {cfg.trainer.val_interval}")
     from .. import device_policy  # imports torch: only once a config is resolved, as resolve_device
 
     device = resolve_device(cfg.device)  # a CUDA request on a machine without CUDA fails here
@@ -332,7 +198,7 @@ def resolve(cfg: ExperimentConfig) -> ExperimentConfig:
         renderer=_resolve_section(RENDERERS, cfg.renderer, "renderer"),
         strategy=_resolve_section(STRATEGIES, cfg.strategy, "strategy") if cfg.strategy is not None else None,
         writers=[_resolve_section(WRITERS, w, f"writers[{i}]") for i, w in enumerate(cfg.writers)],
-        hooks=resolve_hooks(cfg),
+        hooks=resolve_hooks(cfg.hooks, {short: getattr(cfg, short) for short in SHORTHANDS}),
         # Folded into hooks above; cleared so the saved config.yaml does not apply them twice.
         save_ckpt_after_iter=None,
         save_ckpt_after_run=None,

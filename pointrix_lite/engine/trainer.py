@@ -33,7 +33,7 @@ from . import checkpoint as ckpt_io
 from .experiment import ExperimentConfig, resolve_device
 from .hooks.base import Hook
 from .hooks.builder import build_hooks, format_hook_table, sort_hooks
-from .hooks.signature import check_hook_class
+from .hooks.resolve import check_once
 
 # (dataset, batch_size, seed, rank, world_size) -> object with batches_for_epoch / state_dict / load_state_dict
 DataPipelineFactory = Callable[..., Any]
@@ -185,7 +185,7 @@ class DefaultTrainer:
     # --- hooks ----------------------------------------------------------------------------------
     def register_hook(self, hook: Hook) -> None:
         """Attach ``hook`` (weakly referencing this trainer) at its priority; ties go after existing ones."""
-        check_hook_class(type(hook), f"hook {hook.name}")  # a wrong site signature fails now, not mid-run
+        check_once(type(hook), f"hook {hook.name}")  # a wrong site signature fails now, not mid-run
         hook.trainer = self
         self.hooks = sort_hooks([*self.hooks, hook])
 

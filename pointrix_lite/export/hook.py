@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config import OptionError, check_relative_path
 from ..engine.hooks.base import Hook
 from ..engine.priority import Priority
-from ..errors import ConfigError
 from ..progress import phase
 from ..registry import HOOKS
+
+HOME = "hooks.PlyExportHook"  # where a config built in Python says its errors are
 
 
 @HOOKS.register()
@@ -38,17 +40,23 @@ class PlyExportHook(Hook):
         every: int = 0  # also write a step-numbered snapshot every N steps (0: only at the end)
         formats: list[str] = field(default_factory=lambda: ["ply"])  # ply, splat, ply_compressed, spz, glb
 
+        def __post_init__(self) -> None:
+            from .formats import FORMATS  # plain Python; the encoders load when used
+
+            if self.every < 0:
+                raise OptionError("every", f"must be >= 0, got {self.every}", HOME)
+            check_relative_path("filename", self.filename, HOME)
+            if not self.formats:
+                raise OptionError("formats", "name at least one format", HOME)
+            for name in self.formats:
+                if name not in FORMATS:
+                    raise OptionError("formats", f"unknown export format {name!r} (known: {', '.join(FORMATS)})", HOME)
+
     def __init__(self, config: Config) -> None:
         super().__init__(config)
-        if config.every < 0:
-            raise ConfigError(f"hooks.PlyExportHook.every: must be >= 0, got {config.every}")
-        if not config.filename or Path(config.filename).is_absolute():
-            raise ConfigError(f"hooks.PlyExportHook.filename: must be a path relative to exp_dir, got {config.filename!r}")
-        if not config.formats:
-            raise ConfigError("hooks.PlyExportHook.formats: name at least one format")
         from .formats import get_format  # plain Python; the encoders load when used
 
-        self.formats = [get_format(name, "hooks.PlyExportHook.formats") for name in dict.fromkeys(config.formats)]
+        self.formats = [get_format(name, f"{HOME}.formats") for name in dict.fromkeys(config.formats)]
         self.path: Path | None = None  # the last file written in the first format
         self.paths: list[Path] = []  # every file of the last export
 

@@ -11,7 +11,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from ..errors import CheckpointError, ConfigError
+from ..config import OptionError
+from ..errors import CheckpointError
 from ..registry import MODELS
 from .optimizer import LearningRates, build_adam, exponential_lr
 
@@ -28,23 +29,30 @@ MAX_SH_DEGREE = 4  # the highest degree gsplat (and both CPU backends) evaluate
 
 def check_model_config(cfg: Any) -> None:
     """Reject values that would crash later (possibly hours into a run) with a one-line ConfigError."""
+    def bad(key: str, problem: str) -> None:
+        raise OptionError(key, problem, "model")
+
     if not 0 <= cfg.sh_degree <= MAX_SH_DEGREE:
-        raise ConfigError(f"model.sh_degree: must be in 0..{MAX_SH_DEGREE}, got {cfg.sh_degree}")
+        bad("sh_degree", f"must be in 0..{MAX_SH_DEGREE}, got {cfg.sh_degree}")
     if cfg.sh_degree_interval < 1:
-        raise ConfigError(f"model.sh_degree_interval: must be >= 1, got {cfg.sh_degree_interval}")
+        bad("sh_degree_interval", f"must be >= 1, got {cfg.sh_degree_interval}")
     if cfg.sh_rest_update_every < 1:
-        raise ConfigError(f"model.sh_rest_update_every: must be >= 1, got {cfg.sh_rest_update_every}")
+        bad("sh_rest_update_every", f"must be >= 1, got {cfg.sh_rest_update_every}")
     if not 0.0 < cfg.init_opacity < 1.0:
-        raise ConfigError(f"model.init_opacity: must be in (0, 1) (it is stored as a logit), got {cfg.init_opacity}")
+        bad("init_opacity", f"must be in (0, 1) (it is stored as a logit), got {cfg.init_opacity}")
     if cfg.init_scale <= 0.0:
-        raise ConfigError(f"model.init_scale: must be positive, got {cfg.init_scale}")
+        bad("init_scale", f"must be positive, got {cfg.init_scale}")
     if cfg.init_num_points < 1:
-        raise ConfigError(f"model.init_num_points: must be >= 1, got {cfg.init_num_points}")
+        bad("init_num_points", f"must be >= 1, got {cfg.init_num_points}")
+    if not cfg.init_extent > 0.0:
+        bad("init_extent", f"must be positive, got {cfg.init_extent}")
     if not 0.0 < cfg.means_lr_final_factor <= 1.0:
-        raise ConfigError(f"model.means_lr_final_factor: must be in (0, 1], got {cfg.means_lr_final_factor}")
+        bad("means_lr_final_factor", f"must be in (0, 1], got {cfg.means_lr_final_factor}")
+    if not 0.0 <= cfg.ssim_lambda <= 1.0:
+        bad("ssim_lambda", f"must be in [0, 1], got {cfg.ssim_lambda}")
     for name, value in vars(cfg.lr).items():
         if not value >= 0.0:
-            raise ConfigError(f"model.lr.{name}: must be >= 0, got {value}")
+            bad(f"lr.{name}", f"must be >= 0, got {value}")
 
 
 @MODELS.register()
@@ -56,7 +64,7 @@ class GaussianModel(nn.Module):
     ``shN [N,K-1,3]`` (higher bands), K = (sh_degree + 1)^2.
 
     Args:
-        cfg: Options, see :class:`GaussianModel.Config`.
+        config: Options, see :class:`GaussianModel.Config`.
         dataset: Optional scene; its ``point_cloud`` seeds the Gaussians and its ``scene_extent``
             scales the position learning rate. Without one (or without a point cloud) the model
             starts from ``init_num_points`` random points in a cube.
@@ -85,9 +93,9 @@ class GaussianModel(nn.Module):
             # Runs when the config is loaded (before any data is read), not hours into training.
             check_model_config(self)
 
-    def __init__(self, cfg: Config | None = None, dataset: Any = None) -> None:
+    def __init__(self, config: Config | None = None, dataset: Any = None) -> None:
         super().__init__()
-        self.cfg = cfg if cfg is not None else self.Config()
+        self.config = config if config is not None else self.Config()
         self.scene_extent = float(getattr(dataset, "scene_extent", 1.0) or 1.0)
         self.step = 0  # last step given to update_learning_rate(); drives the SH degree schedule
         self.metric_notes: dict[str, str] = {}
@@ -102,7 +110,7 @@ class GaussianModel(nn.Module):
     def _initial_params(self, point_cloud: Any) -> dict[str, Tensor]:
         from ..data.pointcloud import init_gaussians, random_cube
 
-        cfg = self.cfg
+        cfg = self.config
         if point_cloud is None:
             point_cloud = random_cube(cfg.init_num_points, side=2.0 * cfg.init_extent * self.scene_extent, seed=cfg.seed)
         return init_gaussians(
@@ -128,12 +136,12 @@ class GaussianModel(nn.Module):
         """SH degree in use at ``step`` (default: the last scheduled step), as gsplat:
         ``min(step // sh_degree_interval, sh_degree)``."""
         step = self.step if step is None else step
-        return min(step // max(self.cfg.sh_degree_interval, 1), self.cfg.sh_degree)
+        return min(step // max(self.config.sh_degree_interval, 1), self.config.sh_degree)
 
     def updates_sh_rest(self, step: int | None = None) -> bool:
         """Whether ``shN`` is trained at ``step`` (default: the last scheduled step)."""
         step = self.step if step is None else step
-        return step % self.cfg.sh_rest_update_every == 0
+        return step % self.config.sh_rest_update_every == 0
 
     def render_params(self, sh_degree: int | None = None) -> dict[str, Any]:
         """Activated parameters for ``rasterization``.
@@ -180,7 +188,7 @@ class GaussianModel(nn.Module):
         mask = batch_mask(batch, rgb.device)  # None without training masks: the plain terms
         l1 = masked_l1(rgb, gt, mask)
         s = masked_ssim(rgb, gt, mask)
-        lam = self.cfg.ssim_lambda
+        lam = self.config.ssim_lambda
         return {"loss": (1.0 - lam) * l1 + lam * (1.0 - s), "l1": l1.detach(), "ssim": s.detach()}
 
     @torch.no_grad()
@@ -197,7 +205,7 @@ class GaussianModel(nn.Module):
         rgb = rgb.clamp(0.0, 1.0)
         out = {"psnr": psnr(rgb, gt), "ssim": ssim(rgb, gt, padding="valid")}
         if self._lpips is None:
-            self._lpips = LPIPS(self.cfg.lpips_net)
+            self._lpips = LPIPS(self.config.lpips_net)
         out["lpips"] = self._lpips(rgb, gt)
         if out["lpips"] is None:
             self.metric_notes["lpips"] = self._lpips.last_reason
@@ -211,7 +219,7 @@ class GaussianModel(nn.Module):
             max_steps: Step at which the means lr reaches ``means_lr_final_factor`` of its start.
             batch_size: Images per step over all processes (sqrt lr scaling, see ``build_adam``).
         """
-        lrs = {name: getattr(self.cfg.lr, name) for name in PARAM_NAMES}
+        lrs = {name: getattr(self.config.lr, name) for name in PARAM_NAMES}
         lrs["means"] *= self.scene_extent
         self._optimizer = build_adam(self.params, lrs, batch_size)
         self._max_steps = max(int(max_steps), 1)
@@ -236,12 +244,12 @@ class GaussianModel(nn.Module):
         for group in self._optimizer.param_groups:
             if group.get("name") == "means":
                 group["lr"] = exponential_lr(
-                    group["base_lr"], step - hold, self._max_steps - hold, self.cfg.means_lr_final_factor
+                    group["base_lr"], step - hold, self._max_steps - hold, self.config.means_lr_final_factor
                 )
 
     # ---------------------------------------------------------------- state
     def get_extra_state(self) -> dict[str, Any]:
-        return {"step": self.step, "scene_extent": self.scene_extent, "sh_degree": self.cfg.sh_degree}
+        return {"step": self.step, "scene_extent": self.scene_extent, "sh_degree": self.config.sh_degree}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         self.step = int(state.get("step", 0))
@@ -263,9 +271,9 @@ class GaussianModel(nn.Module):
             raise CheckpointError(f"{source}: Gaussian parameters disagree on N ({shapes})")
         k_rest = params["shN"].shape[1] if params["shN"].dim() == 3 else -1
         degree = math.isqrt(k_rest + 1) - 1 if k_rest >= 0 else -1
-        if k_rest + 1 != num_sh_bases(self.cfg.sh_degree):
+        if k_rest + 1 != num_sh_bases(self.config.sh_degree):
             found = f"sh_degree {degree}" if num_sh_bases(max(degree, 0)) == k_rest + 1 else f"shN shape {tuple(params['shN'].shape)}"
-            raise CheckpointError(f"{source}: has {found} but the model config has sh_degree {self.cfg.sh_degree}")
+            raise CheckpointError(f"{source}: has {found} but the model config has sh_degree {self.config.sh_degree}")
         device, dtype = self.device, self.params["means"].dtype
         for name in PARAM_NAMES:
             self.params[name] = nn.Parameter(params[name].detach().to(device=device, dtype=dtype).clone())

@@ -8,30 +8,22 @@ what is verified where).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Optional
 
 from torch import Tensor
 
 from .. import device_policy
 from ..errors import ConfigError
+from .options import RasterOptions, Result, gsplat_call
 
 
-def rasterization_gsplat(
-    means: Tensor,
-    quats: Tensor,
-    scales: Tensor,
-    opacities: Tensor,
-    colors: Tensor,
-    viewmats: Tensor,
-    Ks: Tensor,
-    width: int,
-    height: int,
-    **options: Any,
-) -> tuple[Tensor, Tensor, dict[str, Any]]:
-    """Same arguments and results as :func:`pointrix_lite.renderer.rasterization`; CUDA tensors only.
+def rasterize_gsplat(
+    means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, colors: Tensor, viewmats: Tensor, Ks: Tensor,
+    backgrounds: Optional[Tensor], options: RasterOptions,
+) -> Result:  # fmt: skip
+    """Same results as :func:`pointrix_lite.renderer.rasterization`; CUDA tensors only.
 
-    ``options`` are the keyword arguments of ``rasterization`` (near_plane, ..., absgrad), which
-    carry gsplat's own names and defaults, so they pass through unchanged.
+    The options carry gsplat's own names and defaults, so they pass through unchanged.
     """
     if not device_policy.gsplat_runs_on(means.device):
         raise ConfigError(f"backend 'gsplat' needs CUDA tensors, got tensors on {means.device}; use backend 'auto'")
@@ -40,7 +32,11 @@ def rasterization_gsplat(
     except ImportError as exc:  # pragma: no cover - gsplat is a dependency
         raise ConfigError(f"backend 'gsplat' is unavailable: {exc}") from exc
     return gsplat_rasterization(
-        means, quats, scales, opacities, colors, viewmats, Ks, width, height,
+        means, quats, scales, opacities, colors, viewmats, Ks, options.width, options.height,
+        backgrounds=backgrounds,
         packed=False,  # dense [C, N] meta, the layout the rest of pointrix_lite reads
-        **options,
+        **options.keywords(),
     )  # fmt: skip
+
+
+rasterization_gsplat = gsplat_call(rasterize_gsplat)

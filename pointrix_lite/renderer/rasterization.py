@@ -8,23 +8,19 @@ built, else the pure-torch reference (on the CPU with one warning per process, s
 from __future__ import annotations
 
 import warnings
-from typing import Any, Literal, Optional
+from typing import Any, Optional
 
 from torch import Tensor
 
 from .. import device_policy
-
-RENDER_MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
-RASTERIZE_MODES = ("classic", "antialiased")
-BACKENDS = ("auto", "torch", "gsplat", "native")
+from .options import BACKENDS, Backend, RasterizeMode, RasterOptions, RenderMode, check_choice
 
 _warned_torch_fallback = False
 
 
-def _check_args(
+def _check_tensors(
     means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, colors: Tensor,
-    viewmats: Tensor, Ks: Tensor, width: int, height: int, sh_degree: Optional[int],
-    backgrounds: Optional[Tensor], render_mode: str, rasterize_mode: str, tile_size: int, backend: str,
+    viewmats: Tensor, Ks: Tensor, backgrounds: Optional[Tensor], sh_degree: Optional[int],
 ) -> None:  # fmt: skip
     def bad(msg: str) -> None:
         raise ValueError(f"rasterization: {msg}")
@@ -43,8 +39,6 @@ def _check_args(
         if not ((colors.dim() == 2 and colors.shape[0] == N) or (colors.dim() == 3 and colors.shape[:2] == (C, N))):
             bad(f"colors must be [N, D] or [C, N, D] without sh_degree, got {list(colors.shape)}")
     else:
-        if not 0 <= sh_degree <= 4:
-            bad(f"sh_degree must be in 0..4, got {sh_degree}")
         lead = colors.shape[:-2]
         if colors.dim() not in (3, 4) or colors.shape[-1] != 3 or lead not in ((N,), (C, N)):
             bad(f"SH colors must be [N, K, 3] or [C, N, K, 3], got {list(colors.shape)}")
@@ -54,15 +48,6 @@ def _check_args(
         D = 3 if sh_degree is not None else colors.shape[-1]
         if tuple(backgrounds.shape) != (C, D):
             bad(f"backgrounds must be [C, D] = {[C, D]}, got {list(backgrounds.shape)}")
-    if width <= 0 or height <= 0 or tile_size <= 0:
-        bad(f"width, height and tile_size must be positive, got {width}, {height}, {tile_size}")
-    for name, value, allowed in (
-        ("render_mode", render_mode, RENDER_MODES),
-        ("rasterize_mode", rasterize_mode, RASTERIZE_MODES),
-        ("backend", backend, BACKENDS),
-    ):
-        if value not in allowed:
-            bad(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
 
 
 def _native_available() -> bool:
@@ -107,11 +92,11 @@ def rasterization(
     eps2d: float = 0.3,
     sh_degree: Optional[int] = None,
     backgrounds: Optional[Tensor] = None,
-    render_mode: Literal["RGB", "D", "ED", "RGB+D", "RGB+ED"] = "RGB",
-    rasterize_mode: Literal["classic", "antialiased"] = "classic",
+    render_mode: RenderMode = "RGB",
+    rasterize_mode: RasterizeMode = "classic",
     tile_size: int = 16,
     absgrad: bool = False,
-    backend: Literal["auto", "torch", "gsplat", "native"] = "auto",
+    backend: Backend = "auto",
 ) -> tuple[Tensor, Tensor, dict[str, Any]]:
     """Rasterize N 3D Gaussians into C pinhole images (gsplat ``rasterization`` semantics, packed=False).
 
@@ -144,29 +129,27 @@ def rasterization(
         [C, N, 2] int32 (0 = culled), ``depths`` [C, N], ``conics`` [C, N, 3], ``opacities``
         [C, N] (compensated in antialiased mode), ``width``, ``height``, ``n_cameras``, ``tile_size``.
     """
-    _check_args(
-        means, quats, scales, opacities, colors, viewmats, Ks, width, height,
-        sh_degree, backgrounds, render_mode, rasterize_mode, tile_size, backend,
+    check_choice("backend", backend, BACKENDS)
+    options = RasterOptions(
+        width, height, near_plane=near_plane, far_plane=far_plane, radius_clip=radius_clip, eps2d=eps2d,
+        sh_degree=sh_degree, render_mode=render_mode, rasterize_mode=rasterize_mode, tile_size=tile_size,
+        absgrad=absgrad,
     )  # fmt: skip
-    kwargs: dict[str, Any] = dict(
-        near_plane=near_plane, far_plane=far_plane, radius_clip=radius_clip, eps2d=eps2d,
-        sh_degree=sh_degree, backgrounds=backgrounds, render_mode=render_mode,
-        rasterize_mode=rasterize_mode, tile_size=tile_size, absgrad=absgrad,
-    )  # fmt: skip
-    args = (means, quats, scales, opacities, colors, viewmats, Ks, width, height)
+    _check_tensors(means, quats, scales, opacities, colors, viewmats, Ks, backgrounds, sh_degree)
+    tensors = (means, quats, scales, opacities, colors, viewmats, Ks, backgrounds)
     chosen = _resolve_backend(backend, means)
     if chosen == "gsplat":
-        from .gsplat_backend import rasterization_gsplat
+        from .gsplat_backend import rasterize_gsplat
 
-        return rasterization_gsplat(*args, **kwargs)
+        return rasterize_gsplat(*tensors, options)
     if chosen == "native":
         try:
-            from .native import rasterization_native
+            from .native import rasterize_native
         except ImportError as exc:
             from ..errors import ConfigError
 
             raise ConfigError(f"backend 'native' is unavailable ({exc}); use backend 'torch' or 'auto'") from exc
-        return rasterization_native(*args, **kwargs)
-    from .torch_backend import rasterization_torch
+        return rasterize_native(*tensors, options)
+    from .torch_backend import rasterize_torch
 
-    return rasterization_torch(*args, **kwargs)
+    return rasterize_torch(*tensors, options)

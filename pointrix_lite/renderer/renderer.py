@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
 
 from .. import device_policy
+from ..config import OptionError
 from ..errors import DataError
 from ..registry import RENDERERS
+from .options import Backend, RasterizeMode
 from .rasterization import rasterization
 
 
@@ -26,14 +28,27 @@ class GaussianRenderer:
 
     @dataclass
     class Config:
-        backend: Literal["auto", "torch", "gsplat", "native"] = "auto"
-        rasterize_mode: Literal["classic", "antialiased"] = "classic"
+        backend: Backend = "auto"
+        rasterize_mode: RasterizeMode = "classic"
         eps2d: float = 0.3
         near_plane: float = 0.01
         far_plane: float = 1e10
         radius_clip: float = 0.0
         tile_size: int = 16
         absgrad: bool = False
+
+        def __post_init__(self) -> None:
+            def bad(key: str, problem: str) -> None:
+                raise OptionError(key, problem, "renderer")
+
+            if self.tile_size < 1:
+                bad("tile_size", f"must be >= 1, got {self.tile_size}")
+            if not self.eps2d >= 0.0:
+                bad("eps2d", f"must be >= 0, got {self.eps2d}")
+            if not self.radius_clip >= 0.0:
+                bad("radius_clip", f"must be >= 0, got {self.radius_clip}")
+            if not 0.0 < self.near_plane < self.far_plane:
+                bad("near_plane / far_plane", f"must satisfy 0 < near < far, got {self.near_plane} / {self.far_plane}")
 
     def __init__(self, config: "GaussianRenderer.Config | None" = None, **_: Any) -> None:
         self.config = config or GaussianRenderer.Config()

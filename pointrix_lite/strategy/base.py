@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..errors import ConfigError
+from ..config import OptionError
 
 GSPLAT_DEFAULT_MAX_STEPS = 30_000  # the schedule gsplat's step counts were tuned for
 REQUIRED_PARAMS = ("means", "scales", "quats", "opacities")
@@ -18,7 +18,7 @@ class Strategy:
     """Grows, prunes and moves Gaussians during training; the base class does nothing.
 
     Args:
-        cfg: Options; every strategy's ``Config`` extends :class:`Strategy.Config`.
+        config: Options; every strategy's ``Config`` extends :class:`Strategy.Config`.
         scene_extent: Scene size; 3D size thresholds are relative to it.
         max_steps: Length of the training run (for ``scale_steps_to_max_steps``).
     """
@@ -32,15 +32,22 @@ class Strategy:
         # of training as a full 30k-step run.
         scale_steps_to_max_steps: bool = False
 
-    def __init__(self, cfg: Config, scene_extent: float = 1.0, max_steps: int = GSPLAT_DEFAULT_MAX_STEPS) -> None:
-        self.cfg = cfg
+        def __post_init__(self) -> None:
+            # Subclasses' Configs call this first, then check their own options.
+            if self.scale_steps_to_max_steps and self.steps_scaler != 1.0:
+                raise OptionError(
+                    "steps_scaler", "set either steps_scaler or scale_steps_to_max_steps, not both", "strategy"
+                )
+            if not self.steps_scaler > 0:
+                raise OptionError("steps_scaler", f"must be > 0, got {self.steps_scaler}", "strategy")
+
+    def __init__(self, config: Config, scene_extent: float = 1.0, max_steps: int = GSPLAT_DEFAULT_MAX_STEPS) -> None:
+        self.config = config
         self.scene_extent = float(scene_extent)
         self.max_steps = int(max_steps)
-        if cfg.scale_steps_to_max_steps and cfg.steps_scaler != 1.0:
-            raise ConfigError("strategy: set either steps_scaler or scale_steps_to_max_steps, not both")
-        if cfg.steps_scaler <= 0:
-            raise ConfigError(f"strategy.steps_scaler: must be > 0, got {cfg.steps_scaler}")
-        self.steps_scaler = self.max_steps / GSPLAT_DEFAULT_MAX_STEPS if cfg.scale_steps_to_max_steps else cfg.steps_scaler
+        self.steps_scaler = (
+            self.max_steps / GSPLAT_DEFAULT_MAX_STEPS if config.scale_steps_to_max_steps else config.steps_scaler
+        )
         # Counts of the last refinement (e.g. {"split": 3}), for logging.
         self.last_stats: dict[str, int] = {}
 

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from .. import distributed
-from ..errors import ConfigError
+from ..config import OptionError
 from ..registry import STRATEGIES
 from .base import GSPLAT_DEFAULT_MAX_STEPS, Strategy
 from .ops import duplicate, remove, reset_opa, split
@@ -52,16 +52,21 @@ class DefaultStrategy(Strategy):
         # room for, those with the highest mean gradient grow first.
         cap_max: int = 0
 
-    def __init__(self, cfg: Config, scene_extent: float = 1.0, max_steps: int = GSPLAT_DEFAULT_MAX_STEPS) -> None:
-        super().__init__(cfg, scene_extent, max_steps)
-        self.refine_start_iter = self.scaled(cfg.refine_start_iter)
-        self.refine_stop_iter = self.scaled(cfg.refine_stop_iter)
-        self.refine_every = self.scaled(cfg.refine_every, at_least_one=True)
-        self.reset_every = self.scaled(cfg.reset_every, at_least_one=True)
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            if self.cap_max < 0:
+                raise OptionError("cap_max", f"must be >= 0 (0 = no budget), got {self.cap_max}", "strategy")
+            if not 0.0 <= self.prune_opa < 1.0:
+                raise OptionError("prune_opa", f"must be in [0, 1), got {self.prune_opa}", "strategy")
+
+    def __init__(self, config: Config, scene_extent: float = 1.0, max_steps: int = GSPLAT_DEFAULT_MAX_STEPS) -> None:
+        super().__init__(config, scene_extent, max_steps)
+        self.refine_start_iter = self.scaled(config.refine_start_iter)
+        self.refine_stop_iter = self.scaled(config.refine_stop_iter)
+        self.refine_every = self.scaled(config.refine_every, at_least_one=True)
+        self.reset_every = self.scaled(config.reset_every, at_least_one=True)
         # Per-Gaussian running statistics since the last refinement, [N] each (None until used).
         self.state: dict[str, Tensor | None] = {"grad2d": None, "count": None, "radii": None}
-        if cfg.cap_max < 0:
-            raise ConfigError(f"strategy.cap_max: must be >= 0 (0 = no budget), got {cfg.cap_max}")
         self.n_start: int | None = None  # Gaussian count when the budget ramp starts (checkpointed)
 
     def step_pre_backward(self, model: Any, optimizer: torch.optim.Optimizer, step: int, render_out: dict) -> None:
@@ -70,7 +75,7 @@ class DefaultStrategy(Strategy):
             means2d.retain_grad()  # means2d is not a leaf; without this its .grad is freed
 
     def step_post_backward(self, model: Any, optimizer: torch.optim.Optimizer, step: int, render_out: dict) -> None:
-        cfg = self.cfg
+        cfg = self.config
         if step >= self.refine_stop_iter:
             return
         self._update_state(model.num_gaussians, render_out)
@@ -94,15 +99,15 @@ class DefaultStrategy(Strategy):
 
     def _update_state(self, n: int, render_out: dict) -> None:
         means2d = render_out["means2d"]
-        grads = means2d.absgrad if self.cfg.absgrad else means2d.grad
+        grads = means2d.absgrad if self.config.absgrad else means2d.grad
         if grads is None:
-            kind = "absgrad" if self.cfg.absgrad else "grad"
+            kind = "absgrad" if self.config.absgrad else "grad"
             raise RuntimeError(f"render_out['means2d'].{kind} is missing: call step_pre_backward before loss.backward()")
         grads = grads.detach().clone()  # [C, N, 2]
         grads[..., 0] *= render_out["width"] / 2.0 * render_out["n_cameras"]
         grads[..., 1] *= render_out["height"] / 2.0 * render_out["n_cameras"]
         device = grads.device
-        for key in ("grad2d", "count") + (("radii",) if self.cfg.refine_scale2d_stop_iter > 0 else ()):
+        for key in ("grad2d", "count") + (("radii",) if self.config.refine_scale2d_stop_iter > 0 else ()):
             if self.state[key] is None:
                 self.state[key] = torch.zeros(n, device=device)
             elif self.state[key].shape[0] != n:
@@ -123,7 +128,7 @@ class DefaultStrategy(Strategy):
             distributed.all_reduce_sum_(grad_inc, count_inc)
             self.state["grad2d"] += grad_inc
             self.state["count"] += count_inc
-        if self.cfg.refine_scale2d_stop_iter > 0:
+        if self.config.refine_scale2d_stop_iter > 0:
             r = radii[visible].max(dim=-1).values.float() / float(max(render_out["width"], render_out["height"]))
             r_max = torch.zeros(n, device=device).index_reduce_(0, gs_ids, r, "amax")
             distributed.all_reduce_max_(r_max)
@@ -131,7 +136,7 @@ class DefaultStrategy(Strategy):
 
     @torch.no_grad()
     def _grow(self, model: Any, optimizer: torch.optim.Optimizer, step: int) -> tuple[int, int]:
-        cfg, params = self.cfg, model.params
+        cfg, params = self.config, model.params
         grads = self.state["grad2d"] / self.state["count"].clamp_min(1)
         is_grad_high = grads > cfg.grow_grad2d
         is_small = torch.exp(params["scales"]).max(dim=-1).values <= cfg.grow_scale3d * self.scene_extent
@@ -152,7 +157,7 @@ class DefaultStrategy(Strategy):
 
     def budget(self, step: int) -> int:
         """Most Gaussians allowed after growing at ``step`` (``cap_max`` once the ramp ends)."""
-        cap = self.cfg.cap_max
+        cap = self.config.cap_max
         start = min(self.n_start if self.n_start is not None else cap, cap)
         # The ramp ends at the last refinement before refine_stop_iter, so the cap is reachable.
         span = max(self.refine_stop_iter - self.refine_every - self.refine_start_iter, 1)
@@ -172,7 +177,7 @@ class DefaultStrategy(Strategy):
 
     @torch.no_grad()
     def _prune(self, model: Any, optimizer: torch.optim.Optimizer, step: int) -> int:
-        cfg, params = self.cfg, model.params
+        cfg, params = self.config, model.params
         is_prune = torch.sigmoid(params["opacities"].flatten()) < cfg.prune_opa
         if step > self.reset_every:
             is_too_big = torch.exp(params["scales"]).max(dim=-1).values > cfg.prune_scale3d * self.scene_extent

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..config import OptionError, at_least
 from ..model.optimizer import group_by_name
 from ..registry import STRATEGIES
 from .base import GSPLAT_DEFAULT_MAX_STEPS, Strategy
@@ -36,12 +37,19 @@ class MCMCStrategy(Strategy):
         opacity_reg: float = 0.01  # weight of mean(sigmoid(opacities))
         scale_reg: float = 0.01  # weight of mean(exp(scales))
 
-    def __init__(self, cfg: Config, scene_extent: float = 1.0, max_steps: int = GSPLAT_DEFAULT_MAX_STEPS) -> None:
-        super().__init__(cfg, scene_extent, max_steps)
-        self.refine_start_iter = self.scaled(cfg.refine_start_iter)
-        self.refine_stop_iter = self.scaled(cfg.refine_stop_iter)
-        self.refine_every = self.scaled(cfg.refine_every, at_least_one=True)
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            at_least(self, 1, "cap_max", home="strategy")
+            at_least(self, 0.0, "noise_lr", "growth_rate", "opacity_reg", "scale_reg", home="strategy")
+            if not 0.0 <= self.min_opacity < 1.0:
+                raise OptionError("min_opacity", f"must be in [0, 1), got {self.min_opacity}", "strategy")
+
+    def __init__(self, config: Config, scene_extent: float = 1.0, max_steps: int = GSPLAT_DEFAULT_MAX_STEPS) -> None:
+        super().__init__(config, scene_extent, max_steps)
         self.binoms = binomial_table()
+        self.refine_start_iter = self.scaled(config.refine_start_iter)
+        self.refine_stop_iter = self.scaled(config.refine_stop_iter)
+        self.refine_every = self.scaled(config.refine_every, at_least_one=True)
 
     def step_post_backward(self, model: Any, optimizer: torch.optim.Optimizer, step: int, render_out: dict) -> None:
         params = model.params
@@ -53,28 +61,28 @@ class MCMCStrategy(Strategy):
                 "added": self._add(params, optimizer),
             }
         means_lr = group_by_name(optimizer, "means")["lr"]
-        inject_noise_to_position(params, scaler=means_lr * self.cfg.noise_lr)
+        inject_noise_to_position(params, scaler=means_lr * self.config.noise_lr)
 
     @torch.no_grad()
     def _relocate(self, params: Any, optimizer: torch.optim.Optimizer) -> int:
-        dead = torch.sigmoid(params["opacities"].flatten()) <= self.cfg.min_opacity
+        dead = torch.sigmoid(params["opacities"].flatten()) <= self.config.min_opacity
         n_dead = int(dead.sum())
         if n_dead > 0:
-            relocate(params, optimizer, None, dead, self.binoms, self.cfg.min_opacity)
+            relocate(params, optimizer, None, dead, self.binoms, self.config.min_opacity)
         return n_dead
 
     @torch.no_grad()
     def _add(self, params: Any, optimizer: torch.optim.Optimizer) -> int:
         n = params["means"].shape[0]
-        n_new = max(0, min(self.cfg.cap_max, int((1.0 + self.cfg.growth_rate) * n)) - n)
+        n_new = max(0, min(self.config.cap_max, int((1.0 + self.config.growth_rate) * n)) - n)
         if n_new > 0:
-            sample_add(params, optimizer, None, n_new, self.binoms, self.cfg.min_opacity)
+            sample_add(params, optimizer, None, n_new, self.binoms, self.config.min_opacity)
         return n_new
 
     def extra_loss(self, model: Any, step: int) -> dict[str, Tensor]:
         params, out = model.params, {}
-        if self.cfg.opacity_reg > 0:
-            out["opacity_reg"] = self.cfg.opacity_reg * torch.sigmoid(params["opacities"]).abs().mean()
-        if self.cfg.scale_reg > 0:
-            out["scale_reg"] = self.cfg.scale_reg * torch.exp(params["scales"]).abs().mean()
+        if self.config.opacity_reg > 0:
+            out["opacity_reg"] = self.config.opacity_reg * torch.sigmoid(params["opacities"]).abs().mean()
+        if self.config.scale_reg > 0:
+            out["scale_reg"] = self.config.scale_reg * torch.exp(params["scales"]).abs().mean()
         return out

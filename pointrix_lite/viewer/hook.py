@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import OptionError
 from ..engine.hooks.base import Hook
 from ..engine.priority import Priority
 from ..errors import ConfigError
@@ -44,15 +45,19 @@ class ViewerHook(Hook):
         keep_serving: bool = True  # after the run, serve the final model until Ctrl-C
         gui_every_s: float = 0.5  # how often the step / loss / Gaussian count panel updates
 
+        def __post_init__(self) -> None:
+            home = "hooks.ViewerHook"
+            if not 0.0 < self.time_share <= 1.0:
+                raise OptionError("time_share", f"must be in (0, 1], got {self.time_share}", home)
+            if self.max_res < 16 or self.preview_res < 16:
+                raise OptionError("max_res / preview_res", f"must be >= 16, got {self.max_res} / {self.preview_res}", home)
+            if not 1 <= self.jpeg_quality <= 100:
+                raise OptionError("jpeg_quality", f"must be in 1..100, got {self.jpeg_quality}", home)
+            if not 0 <= self.port <= 65535:
+                raise OptionError("port", f"must be in 0..65535 (0: any free port), got {self.port}", home)
+
     def __init__(self, config: Config) -> None:
         super().__init__(config)
-        where = "hooks.ViewerHook"
-        if not 0.0 < config.time_share <= 1.0:
-            raise ConfigError(f"{where}.time_share: must be in (0, 1], got {config.time_share}")
-        if config.max_res < 16 or config.preview_res < 16:
-            raise ConfigError(f"{where}.max_res / preview_res: must be >= 16, got {config.max_res} / {config.preview_res}")
-        if not 1 <= config.jpeg_quality <= 100:
-            raise ConfigError(f"{where}.jpeg_quality: must be in 1..100, got {config.jpeg_quality}")
         from .gate import RenderGate
 
         self.gate = RenderGate(config.time_share)

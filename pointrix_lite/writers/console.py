@@ -14,6 +14,7 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
+from ..config import OptionError
 from ..registry import WRITERS
 from .base import Writer, image_to_uint8
 
@@ -24,6 +25,10 @@ class ConsoleWriter(Writer):
     class Config:
         show_config: bool = False  # print the whole resolved config at the start
         precision: int = 5  # significant digits of printed scalars
+
+        def __post_init__(self) -> None:
+            if self.precision < 1:
+                raise OptionError("precision", f"must be >= 1, got {self.precision}", "writers.ConsoleWriter")
 
     def __init__(self, config: Config, exp_dir: str | Path = ".") -> None:
         super().__init__(config, exp_dir)

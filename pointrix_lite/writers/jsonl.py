@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config import check_relative_path
 from ..registry import WRITERS
 from .base import Writer, image_to_uint8
 
@@ -27,6 +28,10 @@ class JsonlWriter(Writer):
         filename: str = "log.jsonl"  # relative to exp_dir
         image_dir: str = "images"  # relative to exp_dir; PNGs of write_image
         save_images: bool = True
+
+        def __post_init__(self) -> None:
+            check_relative_path("filename", self.filename, "writers.JsonlWriter")
+            check_relative_path("image_dir", self.image_dir, "writers.JsonlWriter")
 
     def __init__(self, config: Config, exp_dir: str | Path = ".") -> None:
         super().__init__(config, exp_dir)

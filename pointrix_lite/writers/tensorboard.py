@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from ..config import OptionError, check_relative_path
 from ..registry import WRITERS
 from .base import Writer, image_to_uint8
 
@@ -18,6 +19,11 @@ class TensorboardWriter(Writer):
     class Config:
         subdir: str = "tensorboard"  # relative to exp_dir
         flush_secs: int = 30
+
+        def __post_init__(self) -> None:
+            check_relative_path("subdir", self.subdir, "writers.TensorboardWriter")
+            if self.flush_secs < 1:
+                raise OptionError("flush_secs", f"must be >= 1, got {self.flush_secs}", "writers.TensorboardWriter")
 
     def __init__(self, config: Config, exp_dir: str | Path = ".") -> None:
         super().__init__(config, exp_dir)

@@ -9,7 +9,7 @@ from data_helpers import make_nerf_scene, make_pycolmap_scene
 
 from pointrix_lite.data.images import write_png
 from pointrix_lite.data.resolution import LONG_SIDE_CAP, PIXEL_BUDGET, auto_scale
-from pointrix_lite.errors import ConfigError, DataError
+from pointrix_lite.errors import ConfigError
 from pointrix_lite.registry import DATASETS
 
 
@@ -64,5 +64,5 @@ def test_bad_scale_values_are_one_line_errors(tmp_path):
     make_pycolmap_scene(tmp_path, n=2)
     with pytest.raises(ConfigError, match="dataset.scale"):
         _colmap(tmp_path, scale="half")
-    with pytest.raises(DataError, match="dataset.scale: must be positive or auto, got -1"):
-        _colmap(tmp_path, scale=-1)
+    with pytest.raises(ConfigError, match="dataset.scale: must be positive or auto, got -1"):
+        _colmap(tmp_path, scale=-1)  # refused by the dataset's Config, before any image is read

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from re import escape as re_escape
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,40 @@ def test_subclass_inherits_the_check():
 
     with pytest.raises(HookSignatureError, match=r"^hooks.Child: Child.before_train\(self, trainner\)"):
         _check(Child)
+
+
+def test_each_hook_class_is_inspected_once_from_config_to_running_trainer(toy_config, monkeypatch):
+    """Resolving the config checks every hook; building and registering them must not inspect again."""
+    import weakref
+
+    from pointrix_lite.engine.hooks import resolve
+
+    seen: list[type] = []
+    real = resolve.check_hook_class
+
+    def counting(cls: type, key_path: str) -> None:
+        seen.append(cls)
+        real(cls, key_path)
+
+    monkeypatch.setattr(resolve, "check_hook_class", counting)
+    monkeypatch.setattr(resolve, "_CHECKED", weakref.WeakSet())  # as in a fresh process
+    cfg = toy_config({"hooks": {"LogHook": {"interval": 4}, "ProfilerHook": {"enabled": False}}})
+    assert sorted(c.__name__ for c in seen) == sorted(h["type"] for h in cfg.hooks)  # disabled ones too
+    assert len(seen) == len(set(seen))
+    trainer = make_trainer(cfg)
+    trainer.register_hook(HOOKS.get("ProfilerHook")(HOOKS.get("ProfilerHook").Config()))  # from Python
+    assert len(seen) == len(set(seen)) == len(cfg.hooks)
+    assert {type(h) for h in trainer.hooks} <= set(seen)
+
+
+def test_a_refused_class_is_refused_again_with_each_callers_key_path(tmp_path, scratch_registry):
+    """Only passes are remembered: a bad class fails wherever it turns up next."""
+    from pointrix_lite.engine.hooks.resolve import check_once
+
+    name, body, has = PORTED["pointrix"]
+    from pointrix_lite.engine.plugins import load_plugin
+
+    cls = getattr(load_plugin(_plugin(tmp_path, name, body)), name)
+    for where in ("hooks[0]", "hook PointrixStyleHook"):
+        with pytest.raises(HookSignatureError, match=rf"^{re_escape(where)}: {re_escape(has)}"):
+            check_once(cls, where)

@@ -199,10 +199,11 @@ def test_checkpoint_from_another_view_count_is_a_clear_error(toy_config, tmp_pat
 
 
 def test_hook_config_errors(toy_config):
-    with pytest.raises(ConfigError, match="PoseOptHook.lr"):
+    # Named where the user wrote them (the list entry), as every Config's own check is.
+    with pytest.raises(ConfigError, match=r"^hooks\[0\]\.lr: must be > 0, got 0"):
         toy_config({"hooks": [{"type": "PoseOptHook", "lr": 0}]})
-    with pytest.raises(ConfigError, match="weight_decay"):
-        toy_config({"hooks": [{"type": "PoseOptHook", "weight_decay": -1}]})
+    with pytest.raises(ConfigError, match=r"^hooks\.PoseOptHook\.weight_decay: must be >= 0"):
+        toy_config({"hooks": {"PoseOptHook": {"weight_decay": -1}}})
 
 
 class _EvalTrainer:

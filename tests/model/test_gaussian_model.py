@@ -18,7 +18,7 @@ from .helpers import adam_rows_match, inria_ssim, make_dataset, make_model, make
 def test_built_from_registry_with_typed_config_and_dataset() -> None:
     ds = make_dataset(40, extent=3.5)
     model = MODELS.build({"type": "GaussianModel", "sh_degree": 2, "lr": {"means": 2e-4}}, "model", dataset=ds)
-    assert model.cfg.lr.means == 2e-4 and model.cfg.lr.scales == 5e-3
+    assert model.config.lr.means == 2e-4 and model.config.lr.scales == 5e-3
     assert model.num_gaussians == 40 and model.scene_extent == 3.5
     p = model.params
     assert p["means"].shape == (40, 3) and p["scales"].shape == (40, 3) and p["quats"].shape == (40, 4)

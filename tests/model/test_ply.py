@@ -64,7 +64,7 @@ def test_round_trip_is_exact(tmp_path, sh_degree: int) -> None:
         assert loaded[name].dtype == torch.float32
         assert torch.equal(loaded[name], p.detach()), name
     again = GaussianModel.from_ply(path)
-    assert again.cfg.sh_degree == sh_degree and again.render_params()["sh_degree"] == sh_degree
+    assert again.config.sh_degree == sh_degree and again.render_params()["sh_degree"] == sh_degree
 
 
 def test_reads_gsplat_exported_files(tmp_path) -> None:

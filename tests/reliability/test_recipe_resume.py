@@ -66,7 +66,7 @@ def test_resume_with_recipe_options_equals_uninterrupted_run(tmp_path, tiny_scen
     assert [w for w, _ in sizes] == [16] * 4 + [32] * 12  # coarse to fine: 2x down until step 4
     # hold_means_lr: the position lr keeps its start value until the first full-resolution step (4),
     # then decays exponentially over steps 4..16 to means_lr_final_factor of it.
-    base, final = means_lrs[0], straight.model.cfg.means_lr_final_factor
+    base, final = means_lrs[0], straight.model.config.means_lr_final_factor
     assert means_lrs[:5] == [base] * 5
     for i in range(4, 16):
         assert means_lrs[i] == pytest.approx(base * final ** ((i - 4) / 12), rel=1e-6)

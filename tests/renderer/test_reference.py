@@ -14,6 +14,7 @@ import torch
 
 from pointrix_lite.errors import ConfigError
 from pointrix_lite.renderer import rasterization
+from pointrix_lite.renderer.options import RasterOptions
 from pointrix_lite.renderer.torch_backend import rasterization_torch
 from pointrix_lite.renderer.torch_backend.projection import project_gaussians
 from pointrix_lite.renderer.torch_backend.sh import sh_to_color
@@ -403,7 +404,7 @@ def test_native_and_auto_dispatch_to_the_native_module(monkeypatch) -> None:
             return True
 
         @staticmethod
-        def rasterization_native(*args, **kwargs):
+        def rasterize_native(*args, **kwargs):
             calls.append((args, kwargs))
             return "native-result"
 
@@ -411,8 +412,9 @@ def test_native_and_auto_dispatch_to_the_native_module(monkeypatch) -> None:
     assert rasterization(*(s[k] for k in ARGS), s["colors"], s["viewmats"], s["Ks"], 45, 37, backend="native") == "native-result"
     assert render_auto(s) == "native-result"
     args, kwargs = calls[0]
-    assert args[0] is s["means"] and args[-2:] == (45, 37)
-    assert "backend" not in kwargs and kwargs["render_mode"] == "RGB" and kwargs["eps2d"] == 0.3
+    # tensors as given, then backgrounds and one options object with gsplat's defaults
+    assert args[0] is s["means"] and args[-2] is None and not kwargs
+    assert args[-1] == RasterOptions(45, 37, render_mode="RGB", eps2d=0.3)
 
 
 def test_gsplat_backend_needs_cuda() -> None:

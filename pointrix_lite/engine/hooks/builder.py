@@ -8,7 +8,7 @@ from ...errors import ConfigError
 from ...registry import HOOKS
 from ..priority import get_priority, priority_name
 from .base import HOOK_ENGINE_KEYS, SITES, Hook
-from .signature import check_hook_class
+from .resolve import check_once
 
 
 def sort_hooks(hooks: Iterable[Hook]) -> list[Hook]:
@@ -17,7 +17,7 @@ def sort_hooks(hooks: Iterable[Hook]) -> list[Hook]:
 
 
 def build_hooks(entries: Iterable[dict[str, Any]]) -> list[Hook]:
-    """Resolved ``hooks`` entries (see ``experiment.resolve_hooks``) -> enabled hooks, sorted.
+    """Resolved ``hooks`` entries (see ``resolve.resolve_hooks``) -> enabled hooks, sorted.
 
     Hooks are not bound to a trainer here (``--show-hooks`` builds them without one); the
     trainer sets ``hook.trainer`` itself.
@@ -35,7 +35,7 @@ def build_hooks(entries: Iterable[dict[str, Any]]) -> list[Hook]:
         hook = HOOKS.build({"type": type_name, **options}, f"hooks.{type_name}")
         if not isinstance(hook, Hook):
             raise ConfigError(f"hooks.{type_name}: registered class is not a pointrix_lite Hook subclass")
-        check_hook_class(type(hook), f"hooks.{type_name}")
+        check_once(type(hook), f"hooks.{type_name}")  # a no-op for entries resolve_hooks checked
         if "priority" in entry:
             hook.priority = get_priority(entry["priority"], f"hooks.{type_name}.priority")
         hooks.append(hook)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Optional
 
+from ...config import OptionError
 from ...errors import ConfigError
 from ...registry import HOOKS
 from ..checkpoint import CHECKPOINT_DIR, checkpoint_name
@@ -13,6 +14,7 @@ from ..priority import Priority
 from .base import Hook
 
 BEST_NAME = "best.pth"
+HOME = "hooks.CheckPointHook"  # where a config built in Python says its errors are
 
 
 @HOOKS.register()
@@ -37,10 +39,14 @@ class CheckPointHook(Hook):
         best_metric: Optional[str] = None  # e.g. psnr: keep best.pth by this validation metric
         best_mode: Literal["max", "min"] = "max"
 
+        def __post_init__(self) -> None:
+            if self.interval < 0:
+                raise OptionError("interval", f"must be >= 0 (0: only at the end), got {self.interval}", HOME)
+            if self.max_keep is not None and self.max_keep < 1:
+                raise OptionError("max_keep", f"must be >= 1 or null, got {self.max_keep}", HOME)
+
     def __init__(self, config: Config) -> None:
         super().__init__(config)
-        if config.max_keep is not None and config.max_keep < 1:
-            raise ConfigError(f"hooks.CheckPointHook.max_keep: must be >= 1 or null, got {config.max_keep}")
         self.saved: list[str] = []  # periodic checkpoint file names, oldest first
         self.best_value: float | None = None
         self.best_step: int | None = None

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from ...config import OptionError
 from ...registry import HOOKS
 from ..priority import Priority
 from .base import Hook
@@ -52,6 +53,12 @@ class LogHook(Hook):
         ema: float = 0.9  # smoothing of the loss shown in the bar: ema = a * ema + (1 - a) * loss
         progress_bar: bool = True  # False: plain lines even on a terminal
         force_terminal: Optional[bool] = None  # None: detect whether stdout is a TTY
+
+        def __post_init__(self) -> None:
+            if self.interval < 0:
+                raise OptionError("interval", f"must be >= 0 (0: no periodic lines), got {self.interval}", "hooks.LogHook")
+            if not 0.0 <= self.ema < 1.0:
+                raise OptionError("ema", f"must be in [0, 1), got {self.ema}", "hooks.LogHook")
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)

@@ -25,7 +25,8 @@ from typing import Any
 import torch
 
 from ... import distributed, progress
-from ...errors import CheckpointError, ConfigError, DataError
+from ...config import OptionError
+from ...errors import CheckpointError, DataError
 from ...metrics.aggregate import mean_metrics, metric_float
 from ...model.pose import PoseCorrection
 from ...registry import HOOKS
@@ -33,6 +34,7 @@ from ..priority import Priority
 from .base import Hook
 
 # Test-time alignment (see PoseOptHook._aligned_viewmat).
+HOME = "hooks.PoseOptHook"  # where a config built in Python says its errors are
 ALIGN_MIN_GAIN = 1e-4  # a step "improves" when it lowers the best L1 so far by this fraction
 ALIGN_PATIENCE = 20  # steps without improvement that end the fit
 
@@ -59,14 +61,13 @@ class PoseOptHook(Hook):
 
         def __post_init__(self) -> None:
             if not self.lr > 0.0:
-                raise ConfigError(f"PoseOptHook.lr: must be > 0, got {self.lr}")
+                raise OptionError("lr", f"must be > 0, got {self.lr}", HOME)
             if not self.weight_decay >= 0.0:
-                raise ConfigError(f"PoseOptHook.weight_decay: must be >= 0, got {self.weight_decay}")
-            if self.test_align_steps < 0 or not self.test_align_lr > 0.0:
-                raise ConfigError(
-                    f"PoseOptHook.test_align_steps / test_align_lr: must be >= 0 / > 0, got "
-                    f"{self.test_align_steps} / {self.test_align_lr}"
-                )
+                raise OptionError("weight_decay", f"must be >= 0, got {self.weight_decay}", HOME)
+            if self.test_align_steps < 0:
+                raise OptionError("test_align_steps", f"must be >= 0, got {self.test_align_steps}", HOME)
+            if not self.test_align_lr > 0.0:
+                raise OptionError("test_align_lr", f"must be > 0, got {self.test_align_lr}", HOME)
 
     def __init__(self, config: Config | None = None) -> None:
         super().__init__(config or self.Config())

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from ...config import OptionError, check_relative_path
 from ...registry import HOOKS
 from ..priority import Priority
 from .base import Hook
@@ -31,6 +32,14 @@ class ProfilerHook(Hook):
         with_stack: bool = False
         profile_memory: bool = False
         out_dir: str = "profile"
+
+        def __post_init__(self) -> None:
+            if self.start_step < 1 or self.num_steps < 1:
+                raise OptionError(
+                    "start_step / num_steps", f"must be >= 1 (1-based steps), got {self.start_step} / {self.num_steps}",
+                    "hooks.ProfilerHook",
+                )  # fmt: skip
+            check_relative_path("out_dir", self.out_dir, "hooks.ProfilerHook")
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)

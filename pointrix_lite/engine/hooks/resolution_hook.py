@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...config import OptionError
 from ...errors import ConfigError
 from ...registry import HOOKS
 from ..priority import Priority
 from .base import Hook
+
+HOME = "hooks.ResolutionScheduleHook"  # where a config built in Python says its errors are
 
 
 @HOOKS.register()
@@ -37,12 +40,14 @@ class ResolutionScheduleHook(Hook):
         full_res_at: float = 0.5  # fraction of trainer.max_steps from which training is at full resolution
         hold_means_lr: bool = False  # means lr decay starts at the first full-resolution step
 
+        def __post_init__(self) -> None:
+            if int(self.start_factor) != self.start_factor or self.start_factor < 1:
+                raise OptionError("start_factor", f"must be an integer >= 1, got {self.start_factor}", HOME)
+            if not 0.0 < self.full_res_at <= 1.0:
+                raise OptionError("full_res_at", f"must be in (0, 1], got {self.full_res_at}", HOME)
+
     def __init__(self, config: Config) -> None:
         super().__init__(config)
-        if int(config.start_factor) != config.start_factor or config.start_factor < 1:
-            raise ConfigError(f"hooks.ResolutionScheduleHook.start_factor: must be an integer >= 1, got {config.start_factor}")
-        if not 0.0 < config.full_res_at <= 1.0:
-            raise ConfigError(f"hooks.ResolutionScheduleHook.full_res_at: must be in (0, 1], got {config.full_res_at}")
         self._cache: dict[int, object] = {}
         self._cached_factor = 1
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor
 
+from ..options import RasterOptions, Result, gsplat_call
 from ._build import load_extension, unavailable_reason
 from ._functions import ProjectGaussians, RasterizePixels, SHColors
 
@@ -17,27 +18,10 @@ def _f32(t: Tensor) -> Tensor:
     return t.float().contiguous()
 
 
-def rasterization_native(
-    means: Tensor,
-    quats: Tensor,
-    scales: Tensor,
-    opacities: Tensor,
-    colors: Tensor,
-    viewmats: Tensor,
-    Ks: Tensor,
-    width: int,
-    height: int,
-    near_plane: float = 0.01,
-    far_plane: float = 1e10,
-    radius_clip: float = 0.0,
-    eps2d: float = 0.3,
-    sh_degree: Optional[int] = None,
-    backgrounds: Optional[Tensor] = None,
-    render_mode: Literal["RGB", "D", "ED", "RGB+D", "RGB+ED"] = "RGB",
-    rasterize_mode: Literal["classic", "antialiased"] = "classic",
-    tile_size: int = 16,
-    absgrad: bool = False,
-) -> tuple[Tensor, Tensor, dict[str, Any]]:
+def rasterize_native(
+    means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, colors: Tensor, viewmats: Tensor, Ks: Tensor,
+    backgrounds: Optional[Tensor], options: RasterOptions,
+) -> Result:  # fmt: skip
     """Rasterize N Gaussians into C pinhole images on the CPU (gsplat 1.5.3 semantics, packed=False).
 
     Args:
@@ -46,14 +30,9 @@ def rasterization_native(
         colors: [N, D] or [C, N, D]; with ``sh_degree``: SH coefficients [N, K, 3] or [C, N, K, 3].
         viewmats: World-to-camera, OpenCV axes. [C, 4, 4]
         Ks: Pinhole intrinsics. [C, 3, 3]
-        width, height: Image size in pixels.
-        near_plane, far_plane, radius_clip, eps2d: Culling and blur, as gsplat.
-        sh_degree: None for plain features, else the SH degree (0..4).
-        backgrounds: [C, D] composited with the final transmittance.
-        render_mode: "RGB", "D", "ED", "RGB+D" or "RGB+ED".
-        rasterize_mode: "classic" or "antialiased" (opacity times compensation).
-        tile_size: Tile edge in pixels (16 is the SIMD-specialised fast path).
-        absgrad: Also set ``meta["means2d"].absgrad`` [C, N, 2] during backward.
+        backgrounds: [C, D] composited with the final transmittance, or None.
+        options: Everything else, as ``rasterization()`` (``tile_size`` 16 is the SIMD-specialised
+            fast path; ``absgrad`` sets ``meta["means2d"].absgrad`` [C, N, 2] during backward).
 
     Returns:
         render_colors [C, H, W, D'], render_alphas [C, H, W, 1], meta with ``means2d`` [C, N, 2]
@@ -71,18 +50,16 @@ def rasterization_native(
     for name, t in (("means", means), ("viewmats", viewmats)):
         if t.device.type != "cpu":
             raise ValueError(f"rasterization_native: {name} must be on the CPU, got {t.device}")
-    if render_mode not in ("RGB", "D", "ED", "RGB+D", "RGB+ED"):
-        raise ValueError(f"rasterization_native: unknown render_mode {render_mode!r}")
-    if rasterize_mode not in ("classic", "antialiased"):
-        raise ValueError(f"rasterization_native: unknown rasterize_mode {rasterize_mode!r}")
+    o = options
+    width, height, tile_size, sh_degree = o.width, o.height, o.tile_size, o.sh_degree
     C, N = viewmats.shape[0], means.shape[0]
     means, quats, scales, opacities = _f32(means), _f32(quats), _f32(scales), _f32(opacities)
     viewmats, Ks = _f32(viewmats), _f32(Ks)
-    antialiased = rasterize_mode == "antialiased"
+    antialiased = o.antialiased
 
     radii, means2d, depths, conics, comps = ProjectGaussians.apply(
-        means, quats, scales, opacities, viewmats, Ks, width, height, eps2d, near_plane, far_plane,
-        radius_clip, antialiased,
+        means, quats, scales, opacities, viewmats, Ks, width, height, o.eps2d, o.near_plane, o.far_plane,
+        o.radius_clip, antialiased,
     )  # fmt: skip
     opac = opacities[None, :].expand(C, N)
     if antialiased:
@@ -92,16 +69,14 @@ def rasterization_native(
         feats = _f32(colors)
         feats = feats[None].expand(C, -1, -1) if feats.dim() == 2 else feats
     else:
-        if not 0 <= sh_degree <= 4:
-            raise ValueError(f"rasterization_native: sh_degree must be in 0..4, got {sh_degree}")
         campos = torch.linalg.inv(viewmats)[:, :3, 3].contiguous()
         feats = SHColors.apply(means, campos, _f32(colors), radii, sh_degree)
     bg = None if backgrounds is None else _f32(backgrounds)
-    if render_mode in ("RGB+D", "RGB+ED"):
+    if o.appends_depth:
         feats = torch.cat([feats.expand(C, N, -1), depths[..., None]], dim=-1)
         if bg is not None:
             bg = torch.cat([bg, bg.new_zeros(C, 1)], dim=-1)
-    elif render_mode in ("D", "ED"):
+    elif o.depth_only:
         feats = depths[..., None]
         if bg is not None:
             bg = bg.new_zeros(C, 1)
@@ -113,9 +88,9 @@ def rasterization_native(
     ))
     stats: dict = {}
     render_colors, render_alphas = RasterizePixels.apply(
-        means2d, conics, feats, opac, bg, bins, width, height, tile_size, absgrad, stats
+        means2d, conics, feats, opac, bg, bins, width, height, tile_size, o.absgrad, stats
     )
-    if render_mode in ("ED", "RGB+ED"):
+    if o.expected_depth:
         render_colors = torch.cat(
             [render_colors[..., :-1], render_colors[..., -1:] / render_alphas.clamp(min=1e-10)], dim=-1
         )
@@ -136,3 +111,6 @@ def rasterization_native(
         "n_evaluations": stats.get("n_evaluations", 0),
     }
     return render_colors, render_alphas, meta
+
+
+rasterization_native = gsplat_call(rasterize_native)

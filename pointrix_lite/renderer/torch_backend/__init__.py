@@ -6,69 +6,54 @@ autograd w.r.t. means, quats, scales, opacities, colours/SH and viewmats.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor
 
+from ..options import RasterOptions, Result, gsplat_call
 from .projection import project_gaussians
 from .rasterize import DEFAULT_PAIR_BUDGET, rasterize_tiles
 from .sh import sh_to_color
 from .tiles import intersect_tiles
 
 
-def rasterization_torch(
-    means: Tensor,
-    quats: Tensor,
-    scales: Tensor,
-    opacities: Tensor,
-    colors: Tensor,
-    viewmats: Tensor,
-    Ks: Tensor,
-    width: int,
-    height: int,
-    near_plane: float = 0.01,
-    far_plane: float = 1e10,
-    radius_clip: float = 0.0,
-    eps2d: float = 0.3,
-    sh_degree: Optional[int] = None,
-    backgrounds: Optional[Tensor] = None,
-    render_mode: str = "RGB",
-    rasterize_mode: str = "classic",
-    tile_size: int = 16,
-    absgrad: bool = False,
-    pair_budget: int = DEFAULT_PAIR_BUDGET,
-) -> tuple[Tensor, Tensor, dict[str, Any]]:
-    """Same arguments and results as :func:`pointrix_lite.renderer.rasterization` (already validated)."""
+def rasterize_torch(
+    means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, colors: Tensor, viewmats: Tensor, Ks: Tensor,
+    backgrounds: Optional[Tensor], options: RasterOptions, pair_budget: int = DEFAULT_PAIR_BUDGET,
+) -> Result:  # fmt: skip
+    """Same results as :func:`pointrix_lite.renderer.rasterization` (tensors already validated)."""
+    o = options
+    width, height, tile_size = o.width, o.height, o.tile_size
     C, N = viewmats.shape[0], means.shape[0]
     proj = project_gaussians(
         means, quats, scales, opacities, viewmats, Ks, width, height,
-        eps2d=eps2d, near_plane=near_plane, far_plane=far_plane, radius_clip=radius_clip,
-        calc_compensations=rasterize_mode == "antialiased",
+        eps2d=o.eps2d, near_plane=o.near_plane, far_plane=o.far_plane, radius_clip=o.radius_clip,
+        calc_compensations=o.antialiased,
     )  # fmt: skip
     opac = opacities[None].expand(C, N)
     if proj.compensations is not None:
         opac = opac * proj.compensations
 
-    if sh_degree is None:
+    if o.sh_degree is None:
         feats = colors if colors.dim() == 3 else colors[None].expand(C, N, colors.shape[-1])
     else:
         campos = torch.linalg.inv(viewmats)[:, :3, 3]  # [C, 3]
         coeffs = colors if colors.dim() == 4 else colors[None].expand((C,) + colors.shape)
-        feats = sh_to_color(sh_degree, means[None] - campos[:, None], coeffs)  # [C, N, 3]
+        feats = sh_to_color(o.sh_degree, means[None] - campos[:, None], coeffs)  # [C, N, 3]
 
-    if render_mode in ("RGB+D", "RGB+ED"):
+    if o.appends_depth:
         feats = torch.cat([feats, proj.depths[..., None]], dim=-1)
         if backgrounds is not None:
             backgrounds = torch.cat([backgrounds, backgrounds.new_zeros(C, 1)], dim=-1)
-    elif render_mode in ("D", "ED"):
+    elif o.depth_only:
         feats = proj.depths[..., None]
         if backgrounds is not None:
             backgrounds = backgrounds.new_zeros(C, 1)
 
     means2d = proj.means2d
     sink = None
-    if absgrad:
+    if o.absgrad:
         sink = means2d.new_zeros(C * N, 2)
         means2d.absgrad = sink.view(C, N, 2)  # filled in place by backward, like gsplat's attribute
 
@@ -84,7 +69,7 @@ def rasterization_torch(
         link = (means2d.sum() + proj.conics.sum() + feats.sum() + opac.sum()) * 0.0
         render_colors = render_colors + link
         render_alphas = render_alphas + link
-    if render_mode in ("ED", "RGB+ED"):
+    if o.expected_depth:
         expected = render_colors[..., -1:] / render_alphas.clamp(min=1e-10)
         render_colors = torch.cat([render_colors[..., :-1], expected], dim=-1)
 
@@ -104,3 +89,6 @@ def rasterization_torch(
         "n_cameras": C,
     }
     return render_colors, render_alphas, meta
+
+
+rasterization_torch = gsplat_call(rasterize_torch)

@@ -43,20 +43,10 @@ def quat_scale_to_covar(quats: Tensor, scales: Tensor) -> Tensor:
 
 
 def project_gaussians(
-    means: Tensor,
-    quats: Tensor,
-    scales: Tensor,
-    opacities: Tensor,
-    viewmats: Tensor,
-    Ks: Tensor,
-    width: int,
-    height: int,
-    eps2d: float = 0.3,
-    near_plane: float = 0.01,
-    far_plane: float = 1e10,
-    radius_clip: float = 0.0,
-    calc_compensations: bool = False,
-) -> Projection:
+    means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, viewmats: Tensor, Ks: Tensor,
+    width: int, height: int, eps2d: float = 0.3, near_plane: float = 0.01, far_plane: float = 1e10,
+    radius_clip: float = 0.0, calc_compensations: bool = False,
+) -> Projection:  # fmt: skip
     """Project N Gaussians into C pinhole cameras, with gsplat's culling rules.
 
     Args:
