@@ -185,7 +185,7 @@ def test_a_refused_class_is_refused_again_with_each_callers_key_path(tmp_path, s
     from pointrix_lite.engine.hooks.resolve import check_once
 
     name, body, has = PORTED["pointrix"]
-    from pointrix_lite.engine.plugins import load_plugin
+    from pointrix_lite.cli.plugins import load_plugin
 
     cls = getattr(load_plugin(_plugin(tmp_path, name, body)), name)
     for where in ("hooks[0]", "hook PointrixStyleHook"):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pointrix_lite.cli import main
+from pointrix_lite.cli.train import main
 from pointrix_lite.config import OptionError
 from pointrix_lite.data.base import SceneDataset
 from pointrix_lite.engine.hooks import CheckPointHook
