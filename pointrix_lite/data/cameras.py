@@ -12,6 +12,7 @@ Conventions (the rasterizer's, i.e. gsplat's):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -80,12 +81,17 @@ class View:
         image: [H, W, 3] uint8 (kept in memory at 1/4 the size of float32).
         name: Image name (file stem).
         index: Position of the view within its split (train/val/test).
+        color_transform: ``None`` (the dataset's views): the image shows the scene's canonical
+            colours. Otherwise ``[H, W, 3] -> [H, W, 3]``, how this photo's camera response maps a
+            canonical render to its colours; the loss compares ``color_transform(render)`` with
+            the image (set on training-batch copies by AppearanceOptHook).
     """
 
     camera: Camera
     image: torch.Tensor
     name: str
     index: int
+    color_transform: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def float_image(self, device: torch.device | str | None = None) -> torch.Tensor:
         """[H, W, 3] float32 in [0, 1], on ``device`` (default: where the image is).

@@ -1,5 +1,6 @@
 """Hooks: the :class:`Hook` base, the site list and the built-in hooks (registered in ``HOOKS``)."""
 
+from .appearance_opt_hook import AppearanceOptHook
 from .base import SITES, Hook
 from .builder import build_hooks, format_hook_table, sort_hooks
 from .checkpoint_hook import CheckPointHook
@@ -13,6 +14,6 @@ from .resolution_hook import ResolutionScheduleHook
 from .signature import HookSignatureError, check_hook_class
 
 __all__ = [
-    "SITES", "Hook", "HookSignatureError", "build_hooks", "check_hook_class", "format_hook_table", "sort_hooks", "CheckPointHook", "IterTimerHook",
+    "SITES", "AppearanceOptHook", "Hook", "HookSignatureError", "build_hooks", "check_hook_class", "format_hook_table", "sort_hooks", "CheckPointHook", "IterTimerHook",
     "LogHook", "NaNGuardHook", "NonFiniteLossError", "PlyExportHook", "PoseOptHook", "ProfilerHook", "ResolutionScheduleHook",
 ]

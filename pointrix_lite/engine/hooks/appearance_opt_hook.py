@@ -1,0 +1,121 @@
+"""AppearanceOptHook: learn each training photo's colour response together with the Gaussians (opt-in).
+
+Every training view gets a learnable colour transform
+(:class:`~pointrix_lite.model.appearance.AppearanceCorrection`: per-channel gain and bias, or a 3x3
+affine map) with its own Adam, learning rate and a weight decay towards the identity. The loss
+compares ``transform(render)`` with the photo, so exposure and white-balance differences between
+photos go into the transforms instead of into the Gaussians' colours (or into floaters that
+explain one photo's tint). The model itself keeps the canonical colours: validation and test
+views, ``scripts/render.py``, the viewer and every export render it untransformed.
+
+Like PoseOptHook it works through the hook sites alone: before each training step the batch's
+views are swapped for copies whose ``color_transform`` applies their view's transform (the
+model's loss applies it, see ``GaussianModel._targets``); after the step its optimizer steps. Its
+state (transforms and Adam moments) goes into every checkpoint, so a resumed run continues exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import torch
+
+from ...errors import CheckpointError, ConfigError, DataError
+from ...model.appearance import MODES, AppearanceCorrection
+from ...registry import HOOKS
+from .. import distributed
+from ..priority import Priority
+from .base import Hook
+
+
+@HOOKS.register()
+class AppearanceOptHook(Hook):
+    """Learnable per-training-view colour transforms (see module docstring).
+
+    HIGH priority: its ``after_train_iter`` steps the transforms before CheckPointHook (VERY_LOW)
+    saves, so a checkpoint of step ``k`` holds the transforms after step ``k``.
+    """
+
+    priority = Priority.HIGH
+
+    @dataclass
+    class Config:
+        mode: Literal["gain_bias", "affine"] = "gain_bias"  # "gain_bias" (3 gains + 3 biases per view) or "affine" (3x3 matrix + bias)
+        lr: float = 1e-3  # Adam lr of the transforms (grows with sqrt(batch) like the model's)
+        weight_decay: float = 1e-4  # pulls the transforms towards the identity (zero log-gain and bias)
+        start_step: int = 0  # steps before this one train the Gaussians alone (transforms held at identity)
+
+        def __post_init__(self) -> None:
+            if self.mode not in MODES:
+                raise ConfigError(f"AppearanceOptHook.mode: must be one of {', '.join(MODES)}, got {self.mode!r}")
+            if not self.lr > 0.0:
+                raise ConfigError(f"AppearanceOptHook.lr: must be > 0, got {self.lr}")
+            if not self.weight_decay >= 0.0:
+                raise ConfigError(f"AppearanceOptHook.weight_decay: must be >= 0, got {self.weight_decay}")
+            if self.start_step < 0:
+                raise ConfigError(f"AppearanceOptHook.start_step: must be >= 0, got {self.start_step}")
+
+    def __init__(self, config: Config | None = None) -> None:
+        super().__init__(config or self.Config())
+        self.correction: AppearanceCorrection | None = None
+        self.optimizer: torch.optim.Adam | None = None
+        self._attached = False  # this step's batch carries our transforms
+
+    def before_run(self) -> None:
+        trainer = self.trainer
+        n_views = len(trainer.dataset.train_views)
+        self.correction = AppearanceCorrection(n_views, self.config.mode).to(trainer.device)
+        lr = self.config.lr * math.sqrt(trainer.effective_batch_size)
+        self.optimizer = torch.optim.Adam(self.correction.parameters(), lr=lr, weight_decay=self.config.weight_decay)
+
+    def before_train_iter(self, batch_idx: int, batch: list) -> None:
+        self._attached = False
+        if self.correction is None or self.trainer.global_step < self.config.start_step:
+            return
+        n = self.correction.delta.shape[0]
+        bad = [v.name for v in batch if not 0 <= v.index < n]
+        if bad:
+            raise DataError(f"AppearanceOptHook: training view(s) {', '.join(bad)} have no colour transform (only {n} views)")
+        # The trainer hands the very list it passed us to the model's loss: replace its items, not the list.
+        for i, view in enumerate(batch):
+            batch[i] = replace(view, color_transform=functools.partial(self.correction.apply_one, index=view.index))
+        self._attached = True
+
+    def after_train_iter(self, batch_idx: int, batch: list) -> None:
+        if not self._attached or self.optimizer is None or self.correction is None:
+            return
+        if self.correction.delta.grad is None:  # else the transforms would silently stay at the identity
+            raise ConfigError(
+                f"AppearanceOptHook: model {type(self.trainer.model).__name__}'s loss ignores View.color_transform "
+                "(see docs/model.md, per-image appearance); remove the hook or apply the transform in get_loss_dict"
+            )
+        distributed.all_reduce_gradients(self.correction.parameters())
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.correction is None or self.optimizer is None:
+            return {}
+        return {
+            "mode": self.correction.mode,
+            "delta": self.correction.delta.detach().clone(),
+            "optimizer": self.optimizer.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not state or self.correction is None or self.optimizer is None:
+            return
+        delta, mode = state["delta"], state.get("mode", self.correction.mode)
+        if mode != self.correction.mode:
+            raise CheckpointError(f"AppearanceOptHook: checkpoint has mode {mode!r} transforms, this config has mode {self.correction.mode!r}")
+        if tuple(delta.shape) != tuple(self.correction.delta.shape):
+            raise CheckpointError(
+                f"AppearanceOptHook: checkpoint has colour transforms for {delta.shape[0]} views, "
+                f"this dataset has {self.correction.delta.shape[0]} training views"
+            )
+        with torch.no_grad():
+            self.correction.delta.copy_(delta)
+        self.optimizer.load_state_dict(state["optimizer"])
