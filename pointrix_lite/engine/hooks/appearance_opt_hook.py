@@ -23,12 +23,13 @@ from typing import Any, Literal
 
 import torch
 
-from ...errors import CheckpointError, ConfigError, DataError
+from ...errors import CheckpointError, ConfigError
 from ...model.appearance import MODES, AppearanceCorrection
 from ...registry import HOOKS
 from .. import distributed
 from ..priority import Priority
 from .base import Hook
+from .per_view import check_view_rows, load_per_view_state, per_view_state
 
 
 @HOOKS.register()
@@ -47,6 +48,9 @@ class AppearanceOptHook(Hook):
         lr: float = 1e-3  # Adam lr of the transforms (grows with sqrt(batch) like the model's)
         weight_decay: float = 1e-4  # pulls the transforms towards the identity (zero log-gain and bias)
         start_step: int = 0  # steps before this one train the Gaussians alone (transforms held at identity)
+        # Clip the transformed render to [0, 1] as the photo's 8-bit encoding clipped the photo: a gain
+        # above 1 turns a white background into 1.0, not 1.3, so the background does not argue against it.
+        clip: bool = True
 
         def __post_init__(self) -> None:
             if self.mode not in MODES:
@@ -75,14 +79,16 @@ class AppearanceOptHook(Hook):
         self._attached = False
         if self.correction is None or self.trainer.global_step < self.config.start_step:
             return
-        n = self.correction.delta.shape[0]
-        bad = [v.name for v in batch if not 0 <= v.index < n]
-        if bad:
-            raise DataError(f"AppearanceOptHook: training view(s) {', '.join(bad)} have no colour transform (only {n} views)")
+        check_view_rows("AppearanceOptHook", "colour transform", self.correction.delta.shape[0], batch)
         # The trainer hands the very list it passed us to the model's loss: replace its items, not the list.
         for i, view in enumerate(batch):
-            batch[i] = replace(view, color_transform=functools.partial(self.correction.apply_one, index=view.index))
+            batch[i] = replace(view, color_transform=functools.partial(self._transform, index=view.index))
         self._attached = True
+
+    def _transform(self, rgb: torch.Tensor, index: int) -> torch.Tensor:
+        assert self.correction is not None
+        out = self.correction.apply_one(rgb, index)
+        return out.clamp(0.0, 1.0) if self.config.clip else out
 
     def after_train_iter(self, batch_idx: int, batch: list) -> None:
         if not self._attached or self.optimizer is None or self.correction is None:
@@ -99,23 +105,14 @@ class AppearanceOptHook(Hook):
     def state_dict(self) -> dict[str, Any]:
         if self.correction is None or self.optimizer is None:
             return {}
-        return {
-            "mode": self.correction.mode,
-            "delta": self.correction.delta.detach().clone(),
-            "optimizer": self.optimizer.state_dict(),
-        }
+        return {"mode": self.correction.mode, **per_view_state(self.correction.delta, self.optimizer)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if not state or self.correction is None or self.optimizer is None:
             return
-        delta, mode = state["delta"], state.get("mode", self.correction.mode)
+        mode = state["mode"]
         if mode != self.correction.mode:
-            raise CheckpointError(f"AppearanceOptHook: checkpoint has mode {mode!r} transforms, this config has mode {self.correction.mode!r}")
-        if tuple(delta.shape) != tuple(self.correction.delta.shape):
             raise CheckpointError(
-                f"AppearanceOptHook: checkpoint has colour transforms for {delta.shape[0]} views, "
-                f"this dataset has {self.correction.delta.shape[0]} training views"
+                f"AppearanceOptHook: checkpoint has mode {mode!r} transforms, this config has mode {self.correction.mode!r}"
             )
-        with torch.no_grad():
-            self.correction.delta.copy_(delta)
-        self.optimizer.load_state_dict(state["optimizer"])
+        load_per_view_state("AppearanceOptHook", "colour transforms", self.correction.delta, self.optimizer, state)
