@@ -135,11 +135,12 @@ def test_a_spoiled_views_gain_is_recovered_and_resume_is_exact(toy_config, tmp_p
     straight.run()
     delta = _app_hook(straight).correction.delta.detach()
     gains = delta[:, :3].exp()
-    # Only the ratio to the other views is observable here (the toy has no background to anchor
-    # the absolute level): the spoiled view's gain is 0.7 of the others' on every channel.
+    # Only the ratio to the other views is observable (the toy has no background to anchor the
+    # level, and `center` holds the mean log-gain at 0): the spoiled view's gain is 0.7 of the others'.
     others = gains[[i for i in range(4) if i != SPOILED_VIEW]]
     assert torch.allclose(gains[SPOILED_VIEW] / others.mean(0), torch.full((3,), SPOIL_GAIN), atol=0.03), gains
     assert float((others - others.mean(0)).abs().max()) < 0.02, gains  # the clean views agree
+    assert float(delta.mean(0).abs().max()) < 1e-6  # centred: the average transform is the identity
     # The dataset's views are untouched: only the copies handed to the loss carry a transform.
     assert all(v.color_transform is None for v in straight.dataset.train_views)
 

@@ -45,12 +45,20 @@ class AppearanceOptHook(Hook):
     @dataclass
     class Config:
         mode: Literal["gain_bias", "affine"] = "gain_bias"  # "gain_bias" (3 gains + 3 biases per view) or "affine" (3x3 matrix + bias)
-        lr: float = 1e-3  # Adam lr of the transforms (grows with sqrt(batch) like the model's)
+        # Adam lr of the transforms (grows with sqrt(batch) like the model's). Each view's row gets a
+        # gradient only in the steps that show it (1 in 42 on the demo): 1e-3 recovered about half of
+        # a photo's gain in the demo's 2000 steps, 1e-2 most of it (docs/model.md).
+        lr: float = 1e-2
         weight_decay: float = 1e-4  # pulls the transforms towards the identity (zero log-gain and bias)
         start_step: int = 0  # steps before this one train the Gaussians alone (transforms held at identity)
         # Clip the transformed render to [0, 1] as the photo's 8-bit encoding clipped the photo: a gain
         # above 1 turns a white background into 1.0, not 1.3, so the background does not argue against it.
         clip: bool = True
+        # Hold the mean over views of every transform number at 0 after each step (the average
+        # transform is the identity): the photos fix only ratios between their colours, and with
+        # `clip` even a white background stops fixing gains above 1, so without this the gains can
+        # drift up together while the Gaussians darken (demo, clean images: see docs/model.md).
+        center: bool = True
 
         def __post_init__(self) -> None:
             if self.mode not in MODES:
@@ -101,6 +109,9 @@ class AppearanceOptHook(Hook):
         distributed.all_reduce_gradients(self.correction.parameters())
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.config.center:
+            with torch.no_grad():
+                self.correction.delta.sub_(self.correction.delta.mean(0, keepdim=True))
 
     def state_dict(self) -> dict[str, Any]:
         if self.correction is None or self.optimizer is None:
