@@ -5,8 +5,10 @@ Every training view gets a learnable colour transform
 affine map) with its own Adam, learning rate and a weight decay towards the identity. The loss
 compares ``transform(render)`` with the photo, so exposure and white-balance differences between
 photos go into the transforms instead of into the Gaussians' colours (or into floaters that
-explain one photo's tint). The model itself keeps the canonical colours: validation and test
-views, ``scripts/render.py``, the viewer and every export render it untransformed.
+explain one photo's tint). The transformed render is clipped to [0, 1] as the photo was, and the
+transforms are centred after each step (their average is the identity), which fixes the one thing
+the photos cannot: the common level. The model itself keeps the canonical colours: validation and
+test views, ``scripts/render.py``, the viewer and every export render it untransformed.
 
 Like PoseOptHook it works through the hook sites alone: before each training step the batch's
 views are swapped for copies whose ``color_transform`` applies their view's transform (the
@@ -44,7 +46,7 @@ class AppearanceOptHook(Hook):
 
     @dataclass
     class Config:
-        mode: Literal["gain_bias", "affine"] = "gain_bias"  # "gain_bias" (3 gains + 3 biases per view) or "affine" (3x3 matrix + bias)
+        mode: Literal["gain_bias", "affine"] = "gain_bias"  # 3 gains + 3 biases a view, or a 3x3 matrix + bias
         # Adam lr of the transforms (grows with sqrt(batch) like the model's). Each view's row gets a
         # gradient only in the steps that show it (1 in 42 on the demo): 1e-3 recovered about half of
         # a photo's gain in the demo's 2000 steps, 1e-2 most of it (docs/model.md).
