@@ -12,6 +12,7 @@ Conventions (the rasterizer's, i.e. gsplat's):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -82,6 +83,10 @@ class View:
         index: Position of the view within its split (train/val/test).
         mask: Optional [H, W] bool, True where the pixel counts in the loss (``data/masks.py``);
             None = every pixel counts. Only training views carry one.
+        color_transform: ``None`` (the dataset's views): the image shows the scene's canonical
+            colours. Otherwise ``[H, W, 3] -> [H, W, 3]``, how this photo's camera response maps a
+            canonical render to its colours; the loss compares ``color_transform(render)`` with
+            the image (set on training-batch copies by AppearanceOptHook).
     """
 
     camera: Camera
@@ -89,6 +94,7 @@ class View:
     name: str
     index: int
     mask: torch.Tensor | None = None
+    color_transform: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def float_image(self, device: torch.device | str | None = None) -> torch.Tensor:
         """[H, W, 3] float32 in [0, 1], on ``device`` (default: where the image is).

@@ -164,6 +164,8 @@ class GaussianModel(nn.Module):
     # ---------------------------------------------------------------- loss and metrics
     def _targets(self, render_out: Mapping[str, Any], batch: list) -> tuple[Tensor, Tensor]:
         rgb = render_out["rgb"]
+        if any(view.color_transform is not None for view in batch):  # the photo's colours, not the canonical ones
+            rgb = torch.stack([c if v.color_transform is None else v.color_transform(c) for v, c in zip(batch, rgb)])
         gt = torch.stack([view.float_image(rgb.device) for view in batch])
         if gt.shape != rgb.shape:
             raise ValueError(f"rendered images {tuple(rgb.shape)} and batch images {tuple(gt.shape)} differ")

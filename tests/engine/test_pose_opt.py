@@ -13,15 +13,14 @@ import torch
 from scipy.spatial.transform import Rotation
 
 from pointrix_lite.data.cameras import Camera, View
-from pointrix_lite.engine.checkpoint import find_latest, load_checkpoint_file
-from pointrix_lite.engine.hooks import Hook, PoseOptHook
-from pointrix_lite.engine.trainer import TrainingInterrupted
+from pointrix_lite.engine.checkpoint import find_latest
+from pointrix_lite.engine.hooks import PoseOptHook
 from pointrix_lite.errors import CheckpointError, ConfigError
 from pointrix_lite.model.pose import PoseCorrection, rotation_6d_to_matrix
 from pointrix_lite.registry import RENDERERS
 from pointrix_lite.renderer import GaussianRenderer
 
-from .engine_helpers import make_trainer
+from .engine_helpers import make_trainer, stop_and_resume
 
 
 def test_zero_correction_is_identity_and_matches_an_independent_se3():
@@ -148,16 +147,6 @@ class PoseAwareToyRenderer:
         return {"rgb": out, "width": rgb.shape[1], "height": rgb.shape[0], "n_cameras": len(cameras)}
 
 
-class StopAt(Hook):
-    def __init__(self, step: int) -> None:
-        super().__init__()
-        self.step = step
-
-    def after_train_iter(self, batch_idx, batch):
-        if self.trainer.global_step == self.step:
-            raise KeyboardInterrupt
-
-
 POSE_EXTRA = {
     "trainer": {"max_steps": 11, "val_interval": 0, "test_at_end": False},
     "renderer": {"type": "PoseAwareToyRenderer"},
@@ -178,14 +167,9 @@ def test_hook_trains_corrections_and_resume_is_exact(toy_config, tmp_path):
     assert straight.dataset.train_views[1].camera.viewmat[0, 3] == pytest.approx(0.1)
 
     cfg = toy_config(POSE_EXTRA, overrides=[f"exp_dir={tmp_path / 'resumed'}"])
-    first = make_trainer(cfg)
-    first.register_hook(StopAt(6))
-    with pytest.raises(TrainingInterrupted):
-        first.run()
-    saved = load_checkpoint_file(find_latest(cfg.exp_dir))["hooks"]["PoseOptHook"]
+    first, checkpoint, second = stop_and_resume(cfg, 6)
+    saved = checkpoint["hooks"]["PoseOptHook"]
     assert torch.equal(saved["delta"], _pose_hook(first).correction.delta.detach())
-    second = make_trainer(cfg)
-    second.run(resume_from=find_latest(cfg.exp_dir))
     assert torch.equal(_pose_hook(second).correction.delta.detach(), delta)
     assert torch.equal(second.model.params["means"].detach(), straight.model.params["means"].detach())
 

@@ -4,6 +4,7 @@ Hooks that belong to a package above the engine live there (``PlyExportHook`` in
 ``ViewerHook`` in ``viewer/``); ``pointrix_lite.components`` imports those packages so YAML can name them.
 """
 
+from .appearance_opt_hook import AppearanceOptHook
 from .base import SITES, Hook
 from .builder import build_hooks, format_hook_table, sort_hooks
 from .checkpoint_hook import CheckPointHook
@@ -16,6 +17,6 @@ from .resolution_hook import ResolutionScheduleHook
 from .signature import HookSignatureError, check_hook_class
 
 __all__ = [
-    "SITES", "Hook", "HookSignatureError", "build_hooks", "check_hook_class", "format_hook_table", "sort_hooks", "CheckPointHook", "IterTimerHook",
+    "SITES", "AppearanceOptHook", "Hook", "HookSignatureError", "build_hooks", "check_hook_class", "format_hook_table", "sort_hooks", "CheckPointHook", "IterTimerHook",
     "LogHook", "NaNGuardHook", "NonFiniteLossError", "PoseOptHook", "ProfilerHook", "ResolutionScheduleHook",
 ]

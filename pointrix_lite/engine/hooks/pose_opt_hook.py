@@ -26,12 +26,12 @@ import torch
 
 from ... import distributed, progress
 from ...config import OptionError
-from ...errors import CheckpointError, DataError
 from ...metrics.aggregate import mean_metrics, metric_float
 from ...model.pose import PoseCorrection
 from ...registry import HOOKS
 from ..priority import Priority
 from .base import Hook
+from .per_view import check_view_rows, load_per_view_state, per_view_state
 
 # Test-time alignment (see PoseOptHook._aligned_viewmat).
 HOME = "hooks.PoseOptHook"  # where a config built in Python says its errors are
@@ -85,10 +85,7 @@ class PoseOptHook(Hook):
     def before_train_iter(self, batch_idx: int, batch: list) -> None:
         if self.correction is None:
             return
-        n = self.correction.delta.shape[0]
-        bad = [v.name for v in batch if not 0 <= v.index < n]
-        if bad:
-            raise DataError(f"PoseOptHook: training view(s) {', '.join(bad)} have no pose correction (only {n} views)")
+        check_view_rows("PoseOptHook", "pose correction", self.correction.delta.shape[0], batch)
         ids = torch.tensor([v.index for v in batch], device=self.correction.delta.device)
         viewmats = torch.stack([torch.as_tensor(v.camera.viewmat) for v in batch])
         corrected = self.correction(viewmats, ids)
@@ -165,17 +162,9 @@ class PoseOptHook(Hook):
     def state_dict(self) -> dict[str, Any]:
         if self.correction is None or self.optimizer is None:
             return {}
-        return {"delta": self.correction.delta.detach().clone(), "optimizer": self.optimizer.state_dict()}
+        return per_view_state(self.correction.delta, self.optimizer)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if not state or self.correction is None or self.optimizer is None:
             return
-        delta = state["delta"]
-        if tuple(delta.shape) != tuple(self.correction.delta.shape):
-            raise CheckpointError(
-                f"PoseOptHook: checkpoint has pose corrections for {delta.shape[0]} views, "
-                f"this dataset has {self.correction.delta.shape[0]} training views"
-            )
-        with torch.no_grad():
-            self.correction.delta.copy_(delta)
-        self.optimizer.load_state_dict(state["optimizer"])
+        load_per_view_state("PoseOptHook", "pose corrections", self.correction.delta, self.optimizer, state)

@@ -1,0 +1,134 @@
+"""AppearanceOptHook: learn each training photo's colour response together with the Gaussians (opt-in).
+
+Every training view gets a learnable colour transform
+(:class:`~pointrix_lite.model.appearance.AppearanceCorrection`: per-channel gain and bias, or a 3x3
+affine map) with its own Adam, learning rate and a weight decay towards the identity. The loss
+compares ``transform(render)`` with the photo, so exposure and white-balance differences between
+photos go into the transforms instead of into the Gaussians' colours (or into floaters that
+explain one photo's tint). The transformed render is clipped to [0, 1] as the photo was, and the
+transforms are centred after each step (their average is the identity), which fixes the one thing
+the photos cannot: the common level. The model itself keeps the canonical colours: validation and
+test views, ``scripts/render.py``, the viewer and every export render it untransformed.
+
+Like PoseOptHook it works through the hook sites alone: before each training step the batch's
+views are swapped for copies whose ``color_transform`` applies their view's transform (the
+model's loss applies it, see ``GaussianModel._targets``); after the step its optimizer steps. Its
+state (transforms and Adam moments) goes into every checkpoint, so a resumed run continues exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import torch
+
+from ...config import OptionError
+from ...errors import CheckpointError, ConfigError
+from ...model.appearance import MODES, AppearanceCorrection
+from ...registry import HOOKS
+from ... import distributed
+from ..priority import Priority
+from .base import Hook
+from .per_view import check_view_rows, load_per_view_state, per_view_state
+
+HOME = "hooks.AppearanceOptHook"  # where a config built in Python says its errors are
+
+
+@HOOKS.register()
+class AppearanceOptHook(Hook):
+    """Learnable per-training-view colour transforms (see module docstring).
+
+    HIGH priority: its ``after_train_iter`` steps the transforms before CheckPointHook (VERY_LOW)
+    saves, so a checkpoint of step ``k`` holds the transforms after step ``k``.
+    """
+
+    priority = Priority.HIGH
+
+    @dataclass
+    class Config:
+        mode: Literal["gain_bias", "affine"] = "gain_bias"  # 3 gains + 3 biases a view, or a 3x3 matrix + bias
+        # Adam lr of the transforms (grows with sqrt(batch) like the model's). Each view's row gets a
+        # gradient only in the steps that show it (1 in 42 on the demo): 1e-3 recovered about half of
+        # a photo's gain in the demo's 2000 steps, 1e-2 most of it (docs/model.md).
+        lr: float = 1e-2
+        weight_decay: float = 1e-4  # pulls the transforms towards the identity (zero log-gain and bias)
+        start_step: int = 0  # steps before this one train the Gaussians alone (transforms held at identity)
+        # Clip the transformed render to [0, 1] as the photo's 8-bit encoding clipped the photo: a gain
+        # above 1 turns a white background into 1.0, not 1.3, so the background does not argue against it.
+        clip: bool = True
+        # Hold the mean over views of every transform number at 0 after each step (the average
+        # transform is the identity): the photos fix only ratios between their colours, and with
+        # `clip` even a white background stops fixing gains above 1, so without this the gains can
+        # drift up together while the Gaussians darken (demo, clean images: see docs/model.md).
+        center: bool = True
+
+        def __post_init__(self) -> None:
+            if self.mode not in MODES:
+                raise OptionError("mode", f"must be one of {', '.join(MODES)}, got {self.mode!r}", HOME)
+            if not self.lr > 0.0:
+                raise OptionError("lr", f"must be > 0, got {self.lr}", HOME)
+            if not self.weight_decay >= 0.0:
+                raise OptionError("weight_decay", f"must be >= 0, got {self.weight_decay}", HOME)
+            if self.start_step < 0:
+                raise OptionError("start_step", f"must be >= 0, got {self.start_step}", HOME)
+
+    def __init__(self, config: Config | None = None) -> None:
+        super().__init__(config or self.Config())
+        self.correction: AppearanceCorrection | None = None
+        self.optimizer: torch.optim.Adam | None = None
+        self._attached = False  # this step's batch carries our transforms
+
+    def before_run(self) -> None:
+        trainer = self.trainer
+        n_views = len(trainer.dataset.train_views)
+        self.correction = AppearanceCorrection(n_views, self.config.mode).to(trainer.device)
+        lr = self.config.lr * math.sqrt(trainer.effective_batch_size)
+        self.optimizer = torch.optim.Adam(self.correction.parameters(), lr=lr, weight_decay=self.config.weight_decay)
+
+    def before_train_iter(self, batch_idx: int, batch: list) -> None:
+        self._attached = False
+        if self.correction is None or self.trainer.global_step < self.config.start_step:
+            return
+        check_view_rows("AppearanceOptHook", "colour transform", self.correction.delta.shape[0], batch)
+        # The trainer hands the very list it passed us to the model's loss: replace its items, not the list.
+        for i, view in enumerate(batch):
+            batch[i] = replace(view, color_transform=functools.partial(self._transform, index=view.index))
+        self._attached = True
+
+    def _transform(self, rgb: torch.Tensor, index: int) -> torch.Tensor:
+        assert self.correction is not None
+        out = self.correction.apply_one(rgb, index)
+        return out.clamp(0.0, 1.0) if self.config.clip else out
+
+    def after_train_iter(self, batch_idx: int, batch: list) -> None:
+        if not self._attached or self.optimizer is None or self.correction is None:
+            return
+        if self.correction.delta.grad is None:  # else the transforms would silently stay at the identity
+            raise ConfigError(
+                f"AppearanceOptHook: model {type(self.trainer.model).__name__}'s loss ignores View.color_transform "
+                "(see docs/model.md, per-image appearance); remove the hook or apply the transform in get_loss_dict"
+            )
+        distributed.all_reduce_gradients(self.correction.parameters())
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.config.center:
+            with torch.no_grad():
+                self.correction.delta.sub_(self.correction.delta.mean(0, keepdim=True))
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.correction is None or self.optimizer is None:
+            return {}
+        return {"mode": self.correction.mode, **per_view_state(self.correction.delta, self.optimizer)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not state or self.correction is None or self.optimizer is None:
+            return
+        mode = state["mode"]
+        if mode != self.correction.mode:
+            raise CheckpointError(
+                f"AppearanceOptHook: checkpoint has mode {mode!r} transforms, this config has mode {self.correction.mode!r}"
+            )
+        load_per_view_state("AppearanceOptHook", "colour transforms", self.correction.delta, self.optimizer, state)
