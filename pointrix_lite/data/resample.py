@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import torch
 import torch.nn.functional as F
 
 from .cameras import View

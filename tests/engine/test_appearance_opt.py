@@ -85,8 +85,8 @@ def test_gradients_reach_the_transform_through_the_model_loss(mode):
 
 
 def test_hook_config_errors_are_one_line_config_errors(toy_config):
-    cases = [({"lr": 0}, "AppearanceOptHook.lr"), ({"weight_decay": -1}, "AppearanceOptHook.weight_decay"),
-             ({"start_step": -1}, "AppearanceOptHook.start_step"), ({"mode": "grid"}, "mode")]  # fmt: skip
+    cases = [({"lr": 0}, r"^hooks\[0\]\.lr: "), ({"weight_decay": -1}, r"^hooks\[0\]\.weight_decay: "),
+             ({"start_step": -1}, r"^hooks\[0\]\.start_step: "), ({"mode": "grid"}, r"^hooks\[0\]\.mode: ")]  # fmt: skip
     for options, match in cases:
         with pytest.raises(ConfigError, match=match) as err:
             toy_config({"hooks": [{"type": "AppearanceOptHook", **options}]})
