@@ -4,6 +4,7 @@ gain recovered, canonical colours on test views, exact resume, config errors."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -114,7 +115,8 @@ APP_EXTRA = {
     "trainer": {"max_steps": 300, "val_interval": 0, "test_at_end": False},
     "dataset": {"size": 12},
     "model": {"type": "ColourAwareToyModel", "lr": 0.05, "lr_final_factor": 1.0},
-    "hooks": [{"type": "CheckPointHook", "interval": 100}, {"type": "AppearanceOptHook", "lr": 0.02}],
+    # lr_final 1: a constant lr, so 300 toy steps recover the gain (the decay is tested on its own below)
+    "hooks": [{"type": "CheckPointHook", "interval": 100}, {"type": "AppearanceOptHook", "lr": 0.02, "lr_final": 1.0}],
     "writers": [],
 }
 
@@ -250,3 +252,24 @@ def test_demo_keeps_clean_views_at_identity_and_finds_a_spoiled_views_gain(tmp_p
     # times, so the transforms are still noisy (docs/model.md: what that costs on clean photos).
     assert errors["clean_max"] < 0.25 and errors["clean_mean"] < 0.12 and errors["spoiled"] < 0.12
     assert abs(float(gains[SPOILED_VIEW].mean()) - SPOIL_GAIN) < 0.1
+
+
+def test_the_lr_decays_exponentially_to_lr_final_at_max_steps(toy_config, tmp_path):
+    extra = {**APP_EXTRA, "trainer": {"max_steps": 10, "val_interval": 0, "test_at_end": False}}
+    extra["hooks"] = [{"type": "AppearanceOptHook", "lr": 0.02, "lr_final": 0.1}]
+    trainer = make_trainer(toy_config(extra, overrides=[f"exp_dir={tmp_path}"]))
+    hook = _app_hook(trainer)
+    seen: list[tuple[int, float]] = []
+    step_after = hook.after_train_iter
+
+    def recording(batch_idx: int, batch: list) -> None:
+        step_after(batch_idx, batch)
+        seen.append((trainer.global_step, hook.optimizer.param_groups[0]["lr"]))
+
+    hook.after_train_iter = recording
+    trainer.run()
+    base = 0.02 * math.sqrt(trainer.effective_batch_size)
+    assert len(seen) == 10
+    for step, lr in seen:  # the lr the step just used, from the step count alone
+        assert lr == pytest.approx(base * 0.1 ** (step / 10), rel=1e-12)
+    assert seen[-1][1] == pytest.approx(base * 0.1)

@@ -11,7 +11,8 @@ from PIL import Image
 
 from pointrix_lite.data.colmap_io import read_model
 from pointrix_lite.data.masks import read_mask
-from pointrix_lite.process import cli, sfm
+from pointrix_lite.cli import process as cli
+from pointrix_lite.process import sfm
 from pointrix_lite.process.colmap_import import import_pycolmap
 from pointrix_lite.process.masks import undistort_masks, write_colmap_masks
 from pointrix_lite.process.options import ProcessOptions

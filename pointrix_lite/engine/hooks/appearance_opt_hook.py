@@ -54,6 +54,10 @@ class AppearanceOptHook(Hook):
         # gradient only in the steps that show it (1 in 42 on the demo): 1e-3 recovered about half of
         # a photo's gain in the demo's 2000 steps, 1e-2 most of it (docs/model.md).
         lr: float = 1e-2
+        # The lr decays exponentially to lr * lr_final at max_steps: a photo's gain is found early,
+        # while Adam's steps of ~lr on views seen once in ~40 steps keep the transforms jittering by
+        # about lr; on clean photos that jitter is what the model pays for (docs/model.md).
+        lr_final: float = 0.01
         weight_decay: float = 1e-4  # pulls the transforms towards the identity (zero log-gain and bias)
         start_step: int = 0  # steps before this one train the Gaussians alone (transforms held at identity)
         # Clip the transformed render to [0, 1] as the photo's 8-bit encoding clipped the photo: a gain
@@ -70,6 +74,8 @@ class AppearanceOptHook(Hook):
                 raise OptionError("mode", f"must be one of {', '.join(MODES)}, got {self.mode!r}", HOME)
             if not self.lr > 0.0:
                 raise OptionError("lr", f"must be > 0, got {self.lr}", HOME)
+            if not 0.0 < self.lr_final <= 1.0:
+                raise OptionError("lr_final", f"must be in (0, 1], got {self.lr_final}", HOME)
             if not self.weight_decay >= 0.0:
                 raise OptionError("weight_decay", f"must be >= 0, got {self.weight_decay}", HOME)
             if self.start_step < 0:
@@ -79,14 +85,17 @@ class AppearanceOptHook(Hook):
         super().__init__(config or self.Config())
         self.correction: AppearanceCorrection | None = None
         self.optimizer: torch.optim.Adam | None = None
+        self.base_lr = 0.0  # lr at step 0 (config lr x sqrt(batch)), set in before_run
         self._attached = False  # this step's batch carries our transforms
 
     def before_run(self) -> None:
         trainer = self.trainer
         n_views = len(trainer.dataset.train_views)
         self.correction = AppearanceCorrection(n_views, self.config.mode).to(trainer.device)
-        lr = self.config.lr * math.sqrt(trainer.effective_batch_size)
-        self.optimizer = torch.optim.Adam(self.correction.parameters(), lr=lr, weight_decay=self.config.weight_decay)
+        self.base_lr = self.config.lr * math.sqrt(trainer.effective_batch_size)
+        self.optimizer = torch.optim.Adam(
+            self.correction.parameters(), lr=self.base_lr, weight_decay=self.config.weight_decay
+        )
 
     def before_train_iter(self, batch_idx: int, batch: list) -> None:
         self._attached = False
@@ -112,6 +121,9 @@ class AppearanceOptHook(Hook):
                 "(see docs/model.md, per-image appearance); remove the hook or apply the transform in get_loss_dict"
             )
         distributed.all_reduce_gradients(self.correction.parameters())
+        # from the step alone, so a resumed run has the same lr as an uninterrupted one
+        t = self.trainer.global_step / max(self.trainer.cfg.trainer.max_steps, 1)
+        self.optimizer.param_groups[0]["lr"] = self.base_lr * self.config.lr_final ** min(t, 1.0)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.config.center:
