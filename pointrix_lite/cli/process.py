@@ -81,7 +81,7 @@ def check_inputs(opts: ProcessOptions) -> None:
     if opts.images is not None:
         images = scan_images(opts.images)
         if opts.masks is not None:
-            from .masks import check_masks
+            from ..process.masks import check_masks
 
             check_masks(opts.masks, images.root, images.names)
     elif not opts.video.is_file():
