@@ -73,8 +73,8 @@ class SceneView:
 
     @property
     def max_sh_degree(self) -> int:
-        cfg = getattr(self.model, "cfg", None)
-        return int(getattr(cfg, "sh_degree", 0))
+        config = getattr(self.model, "config", None)
+        return int(getattr(config, "sh_degree", 0))
 
     @torch.no_grad()
     def render(self, camera: Camera, mode: str = "RGB", sh_degree: int | None = None) -> np.ndarray:

@@ -35,3 +35,9 @@ def test_depth_mode_shows_the_near_side_brighter():
     assert depth_img[60, 80] > depth_img[60, 80 + 35] > 0
     with pytest.raises(ValueError, match="render mode"):
         scene.render(cam, "Normals")
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2])
+def test_the_sh_slider_reaches_the_models_own_degree(degree):
+    # Read from the GaussianModel itself (its `config`), so a renamed attribute cannot silently cap it at 0.
+    assert SceneView(make_scene_model(n=10, sh_degree=degree), GaussianRenderer(), BACKGROUND).max_sh_degree == degree
