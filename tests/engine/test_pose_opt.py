@@ -199,7 +199,8 @@ class _EvalTrainer:
         self.device = torch.device("cpu")
 
 
-def test_test_time_alignment_fits_the_test_pose_and_leaves_the_model_alone():
+@pytest.mark.parametrize("method", ["gauss_newton", "adam"])
+def test_test_time_alignment_fits_the_test_pose_and_leaves_the_model_alone(method):
     scene = _scene()
     means = torch.nn.Parameter(scene.render_params()["means"].clone())
     params = {**scene.render_params(), "means": means}
@@ -207,7 +208,7 @@ def test_test_time_alignment_fits_the_test_pose_and_leaves_the_model_alone():
     renderer = GaussianRenderer(GaussianRenderer.Config(backend="auto"))
     image = renderer(model, [_camera(torch.eye(4))], (0.0, 0.0, 0.0))["rgb"][0].detach()
     view = View(_camera(_perturbation()), (image * 255).round().to(torch.uint8), "t0", 0)
-    hook = PoseOptHook(PoseOptHook.Config(test_align_steps=150, test_align_lr=2e-3))
+    hook = PoseOptHook(PoseOptHook.Config(test_align_steps=150, test_align_method=method, test_align_lr=2e-3))
     trainer = _EvalTrainer(model, renderer)
     hook.trainer = trainer
     with torch.no_grad():  # as the trainer evaluates
@@ -222,7 +223,9 @@ def test_test_time_alignment_fits_the_test_pose_and_leaves_the_model_alone():
 def test_metrics_json_keeps_given_poses_in_mean_and_adds_the_aligned_scores(toy_config, tmp_path):
     def run(steps: int) -> dict:
         extra = {**POSE_EXTRA, "trainer": {"max_steps": 8, "val_interval": 0, "test_at_end": True, "save_test_renders": False}}
-        extra["hooks"] = [{"type": "PoseOptHook", "lr": 0.01, "test_align_steps": steps, "test_align_lr": 0.05}]
+        # The toy renderer has no depth to linearise with: Adam's fit needs only gradients.
+        align = {"test_align_steps": steps, "test_align_method": "adam", "test_align_lr": 0.05}
+        extra["hooks"] = [{"type": "PoseOptHook", "lr": 0.01, **align}]
         trainer = make_trainer(toy_config(extra, overrides=[f"exp_dir={tmp_path / str(steps)}"]))
         trainer.run()
         return json.loads((tmp_path / str(steps) / "metrics.json").read_text())
@@ -252,7 +255,8 @@ def test_summary_names_both_figures_given_poses_first(tmp_path):
     assert "fitted" not in format_summary(tmp_path)
 
 
-def test_alignment_stops_when_converged_and_never_returns_a_worse_pose():
+@pytest.mark.parametrize("method", ["gauss_newton", "adam"])
+def test_alignment_stops_when_converged_and_never_returns_a_worse_pose(method):
     scene = _scene()
     base = GaussianRenderer(GaussianRenderer.Config(backend="auto"))
     renders = []
@@ -261,13 +265,14 @@ def test_alignment_stops_when_converged_and_never_returns_a_worse_pose():
         renders.append(cameras[0].width)
         return base(model, cameras, background)
 
-    def l1(view, viewmat):
+    def error(view, viewmat):  # what each method minimises: squared error (Gauss-Newton) or L1 (Adam)
         with torch.no_grad():
             rgb = base(scene, [replace(view.camera, viewmat=viewmat)], (0.0, 0.0, 0.0))["rgb"][0]
-        return float((rgb - view.float_image("cpu")).abs().mean())
+        diff = rgb - view.float_image("cpu")
+        return float(diff.square().mean() if method == "gauss_newton" else diff.abs().mean())
 
     image = base(scene, [_camera(torch.eye(4), size=64)], (0.0, 0.0, 0.0))["rgb"][0].detach()
-    hook = PoseOptHook(PoseOptHook.Config(test_align_steps=400, test_align_lr=2e-3))
+    hook = PoseOptHook(PoseOptHook.Config(test_align_steps=400, test_align_method=method, test_align_lr=2e-3))
     trainer = _EvalTrainer(scene, renderer)
     hook.trainer = trainer
     perturbed = View(_camera(_perturbation(), size=64), (image * 255).round().to(torch.uint8), "t0", 0)
@@ -276,10 +281,22 @@ def test_alignment_stops_when_converged_and_never_returns_a_worse_pose():
     before = float((_perturbation() - torch.eye(4)).abs().max())
     assert float((fitted - torch.eye(4)).abs().max()) < 0.15 * before
     assert len(renders) < 400 and set(renders) == {64}  # converged before the step budget, at full size
+    if method == "gauss_newton":
+        assert len(renders) <= 40  # one forward render per iteration, where Adam takes ~100 render+backward steps
 
     # Already on the right pose: whatever the steps try, the result explains the image at least as well.
     exact = replace(perturbed, camera=_camera(torch.eye(4), size=64))
     renders.clear()
     with torch.no_grad():
         kept = hook._aligned_viewmat(trainer, exact, 400)
-    assert l1(exact, kept) <= l1(exact, torch.eye(4)) and len(renders) < 400
+    assert error(exact, kept) <= error(exact, torch.eye(4)) and len(renders) < 400
+
+
+def test_gauss_newton_alignment_needs_depth_and_alpha_from_the_renderer():
+    view = View(_camera(torch.eye(4), size=8), torch.zeros(8, 8, 3, dtype=torch.uint8), "t0", 0)
+    trainer = _EvalTrainer(SimpleNamespace(), lambda model, cameras, bg: {"rgb": torch.zeros(1, 8, 8, 3)})
+    hook = PoseOptHook(PoseOptHook.Config(test_align_steps=5))
+    hook.trainer = trainer
+    with pytest.raises(ConfigError, match=r"^hooks\.PoseOptHook\.test_align_method: gauss_newton needs .*'depth'.*"
+                       r"use test_align_method: adam$"):
+        hook._aligned_viewmat(trainer, view, 5)

@@ -197,6 +197,8 @@ def generate_photo_scene(out: Path, n_views: int = N_VIEWS, width: int = WIDTH, 
     write_colmap(out / "colmap", cams, images, cloud)
 
 
-def ensure_photo_scene(out: Path) -> Path:
-    """Generate the 400 x 300 photo scene at ``out`` unless it is there; returns ``out`` (data in ``out/colmap``)."""
-    return ensure_generated(out, "the 400x300 photo benchmark scene", generate_photo_scene)
+def ensure_photo_scene(out: Path, n_views: int = N_VIEWS, width: int = WIDTH, height: int = HEIGHT) -> Path:
+    """Generate the photo scene (by default 400 x 300, the benchmark's) at ``out`` unless it is there;
+    returns ``out`` (data in ``out/colmap``)."""
+    what = f"the {width}x{height} photo benchmark scene ({n_views} views)"
+    return ensure_generated(out, what, lambda folder: generate_photo_scene(folder, n_views, width, height))

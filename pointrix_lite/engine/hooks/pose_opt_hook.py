@@ -5,7 +5,8 @@ gsplat simple_trainer's ``pose_opt``: every training view gets a learnable SE(3)
 decay. Validation and test views keep their poses (they are not trained on; see docs/data.md), and
 ``metrics.json``'s ``mean`` always scores test views on them (INRIA's protocol). With
 ``test_align_steps`` > 0 each test view is scored a second time, as nerfstudio's evaluation can,
-after fitting its pose to its image with the Gaussians frozen (a per-view correction of its own):
+after fitting its pose to its image with the Gaussians frozen (Gauss-Newton on the rendered image,
+:mod:`~pointrix_lite.model.pose_align`, or Adam steps on a correction of its own):
 ``mean_aligned`` / ``per_view_aligned`` measure the scene apart from how far the refined training
 frame drifted from the given poses. Both are reported; neither replaces the other.
 
@@ -20,14 +21,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from ... import distributed, progress
 from ...config import OptionError
+from ...errors import ConfigError
 from ...metrics.aggregate import mean_metrics, metric_float
 from ...model.pose import PoseCorrection
+from ...model.pose_align import align_pose
 from ...registry import HOOKS
 from ..priority import Priority
 from .base import Hook
@@ -35,8 +38,8 @@ from .per_view import check_view_rows, load_per_view_state, per_view_state
 
 # Test-time alignment (see PoseOptHook._aligned_viewmat).
 HOME = "hooks.PoseOptHook"  # where a config built in Python says its errors are
-ALIGN_MIN_GAIN = 1e-4  # a step "improves" when it lowers the best L1 so far by this fraction
-ALIGN_PATIENCE = 20  # steps without improvement that end the fit
+ALIGN_MIN_GAIN = 1e-4  # a step "improves" when it lowers the best loss so far by this fraction
+ALIGN_PATIENCE = 20  # Adam steps without improvement that end the fit
 
 
 @HOOKS.register()
@@ -56,8 +59,11 @@ class PoseOptHook(Hook):
         # cost 2 dB on test views (which keep their poses); 1e-5 stayed within noise of no refinement.
         lr: float = 1e-5
         weight_decay: float = 1e-6  # pulls the corrections towards the identity (gsplat: pose_opt_reg)
-        test_align_steps: int = 0  # > 0: fit each test view's pose (Gaussians frozen) before it is scored
-        test_align_lr: float = 1e-3  # Adam lr of that fit
+        test_align_steps: int = 0  # > 0: fit each test view's pose (Gaussians frozen) before it is scored; at most this many renders
+        # gauss_newton: one forward render per iteration, converged in ~5-15 (docs/data.md); adam: the slower
+        # first fit (render + backward per step, ~30-60 steps), kept to compare with
+        test_align_method: Literal["gauss_newton", "adam"] = "gauss_newton"
+        test_align_lr: float = 1e-3  # Adam lr of the fit (test_align_method: adam)
 
         def __post_init__(self) -> None:
             if not self.lr > 0.0:
@@ -124,15 +130,38 @@ class PoseOptHook(Hook):
             self.trainer.test_report["per_view_aligned"] = self.per_view_aligned
 
     def _aligned_viewmat(self, trainer: Any, view: Any, steps: int) -> torch.Tensor:
-        """[4, 4] pose of test ``view`` that best explains its image under the frozen model (L1).
+        """[4, 4] pose of test ``view`` that best explains its image under the frozen model.
 
-        Returns the best pose the fit evaluated, the given one included, so the fitted pose never
-        explains the image worse than the given one. The fit stops early once the L1 has not fallen
-        by :data:`ALIGN_MIN_GAIN` (relative) for :data:`ALIGN_PATIENCE` steps: on the photo scene
-        that ends it after 32-63 of 100 steps at the 100-step L1 (docs/data.md). It runs at full
-        size: a downscaled first stage was measured to pull the pose towards a biased optimum and
-        saved little, since per-Gaussian work dominates a step.
+        Either way the fit returns the best pose it evaluated, the given one included, so the fitted
+        pose never explains the image worse than the given one (squared error for Gauss-Newton, L1
+        for Adam), and it runs at full size: a downscaled first stage was measured to pull the pose
+        towards a biased optimum (docs/data.md).
         """
+        if self.config.test_align_method == "adam":
+            return self._adam_aligned_viewmat(trainer, view, steps)
+        camera = view.camera
+        mask = view.mask_on(trainer.device)
+
+        def render(viewmat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            out = trainer.renderer(trainer.model, [replace(camera, viewmat=viewmat)], trainer.dataset.background)
+            if "depth" not in out or "alpha" not in out:
+                raise ConfigError(
+                    f"{HOME}.test_align_method: gauss_newton needs the renderer's 'depth' and 'alpha' outputs, "
+                    f"{type(trainer.renderer).__name__} gives {sorted(out)}; use test_align_method: adam"
+                )
+            return out["rgb"][0], out["depth"][0], out["alpha"][0]
+
+        with torch.no_grad():
+            fit = align_pose(
+                render, torch.as_tensor(camera.viewmat), torch.as_tensor(camera.K), view.float_image(trainer.device),
+                steps, mask=None if mask is None else mask[..., None].float(), min_gain=ALIGN_MIN_GAIN,
+            )  # fmt: skip
+        return fit.viewmat
+
+    def _adam_aligned_viewmat(self, trainer: Any, view: Any, steps: int) -> torch.Tensor:
+        """Adam on an SE(3) correction (L1), stopped once the L1 has not fallen by
+        :data:`ALIGN_MIN_GAIN` (relative) for :data:`ALIGN_PATIENCE` steps (32-63 of 100 steps on the
+        photo scene, docs/data.md)."""
         correction = PoseCorrection(1).to(trainer.device)
         optimizer = torch.optim.Adam(correction.parameters(), lr=self.config.test_align_lr)
         viewmat = torch.as_tensor(view.camera.viewmat)[None]

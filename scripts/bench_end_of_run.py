@@ -1,0 +1,119 @@
+"""What a whole run costs outside its training loop, runs side by side in one invocation.
+
+    python scripts/bench_end_of_run.py                                   # the shipped template, 1000 steps
+    python scripts/bench_end_of_run.py --compare configs/colmap_cpu.yaml@9156c00 configs/colmap_cpu.yaml
+    python scripts/bench_end_of_run.py --scene photo --compare configs/colmap_cpu.yaml \\
+        'configs/colmap_cpu.yaml+hooks.1.test_align_method=adam'
+
+Each run is ``scripts/train.py`` of its own code tree (``CFG@REV``: that revision's config and code,
+checked out by ``bench_revision.py``; ``+key=value``: overrides for that run only) in a fresh
+process, as a user starts it, on a generated photo-textured COLMAP scene: ``photo160`` (default) is
+160 views of 800x800 (issue 24's end-of-run scene; the template's ``scale: auto`` trains it at
+400x400), ``photo`` the 56-view 400x300 benchmark scene. "Outside" is the process's wall time minus
+``train_seconds`` from its ``metrics.json``: start-up and imports, image loading, validation, test
+renders and metrics, test-time alignment, exports. Where ``metrics.json`` has ``phase_seconds``
+they are listed too. Runs go one after another, so load drifts hit them unequally: compare shares,
+and repeat the invocation before believing a small difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+import bench_revision  # noqa: E402
+from bench_train import compare_spec, config_file  # noqa: E402
+
+SCENES = {"photo160": ("bench_photo_160x800", 160, 800, 800), "photo": ("bench_photo", None, None, None)}
+
+
+def scene_root(name: str) -> Path:
+    sys.path.insert(0, str(REPO))
+    from pointrix_lite.data.demo.photo import ensure_photo_scene
+    from pointrix_lite.errors import PointrixError
+
+    folder, *shape = SCENES[name]
+    try:
+        if shape[0] is None:
+            return ensure_photo_scene(REPO / "data" / folder) / "colmap"
+        return ensure_photo_scene(REPO / "data" / folder, *shape) / "colmap"
+    except PointrixError as e:  # e.g. scikit-image missing: one line, not a traceback
+        raise SystemExit(f"error: --scene {name}: {e}") from None
+
+
+def run_one(tree: Path, config: Path, overrides: list[str], exp_dir: Path) -> dict:
+    """Train in a fresh process of ``tree``'s ``scripts/train.py``; its metrics.json plus ``wall_seconds``."""
+    env = dict(os.environ, **{bench_revision.ROOT_ENV: str(tree)})
+    env.pop("PYTHONPATH", None)
+    cmd = [sys.executable, str(tree / "scripts" / "train.py"), "--config", str(config), f"exp_dir={exp_dir}", *overrides]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise SystemExit(f"error: run in {tree} failed (exit {proc.returncode}):\n{tail}")
+    report = json.loads((exp_dir / "metrics.json").read_text())
+    report["wall_seconds"] = wall
+    return report
+
+
+def psnr(report: dict, key: str) -> str:
+    value = (report.get(key) or {}).get("psnr")
+    return "-" if value is None else f"{value:.2f}"
+
+
+def print_table(names: list[str], reports: list[dict]) -> None:
+    phases = sorted({k for r in reports for k in (r.get("phase_seconds") or {})})
+    head = ["run", "train s", "outside s", "outside / train", *phases, "PSNR", "PSNR aligned", "Gaussians"]
+    rows = []
+    for name, r in zip(names, reports):
+        outside = r["wall_seconds"] - r["train_seconds"]
+        ph = r.get("phase_seconds") or {}
+        rows.append([name, f"{r['train_seconds']:.1f}", f"{outside:.1f}", f"{100 * outside / r['train_seconds']:.0f}%",
+                     *(f"{ph[k]:.1f}" if k in ph else "-" for k in phases),
+                     psnr(r, "mean"), psnr(r, "mean_aligned"), str(r.get("num_gaussians", "-"))])  # fmt: skip
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    for row in [head, *rows]:
+        print("  ".join(str(x).rjust(w) for x, w in zip(row, widths)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--compare", nargs="+", default=["configs/colmap_cpu.yaml"], metavar="CFG[@REV][+k=v]")
+    p.add_argument("--scene", choices=sorted(SCENES), default="photo160")
+    p.add_argument("--steps", type=int, default=1000, help="trainer.max_steps of every run (default 1000)")
+    p.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "pointrix_bench_end_of_run")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for every run")
+    args = p.parse_args(argv)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="configs_", dir=args.out))
+    root = scene_root(args.scene)
+    common = [f"dataset.data_path={root}", f"trainer.max_steps={args.steps}", "writers=[]", *args.overrides]
+    print(f"scene {args.scene} ({root}), {args.steps} steps, {os.cpu_count()} CPUs, "
+          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    names, reports = [], []
+    for i, text in enumerate(args.compare):
+        head, rev, own = compare_spec(text)
+        tree = bench_revision.tree_for(rev)
+        cfg = config_file(head.partition("@")[0], tree, scratch)
+        name = head if not own else f"{head} +{'+'.join(own)}"
+        print(f"run {i}: {name} ({bench_revision.label(rev)}) ...", flush=True)
+        report = run_one(tree, cfg, common + own, args.out / f"run_{i}")
+        names.append(f"{i}: {name}")
+        reports.append(report)
+        print(f"  train {report['train_seconds']:.1f} s, wall {report['wall_seconds']:.1f} s", flush=True)
+    print_table(names, reports)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
