@@ -11,7 +11,8 @@ process, as a user starts it, on a generated photo-textured COLMAP scene: ``phot
 160 views of 800x800 (issue 24's end-of-run scene; the template's ``scale: auto`` trains it at
 400x400), ``photo`` the 56-view 400x300 benchmark scene. "Outside" is the process's wall time minus
 ``train_seconds`` from its ``metrics.json``: start-up and imports, image loading, validation, test
-renders and metrics, test-time alignment, exports. Where ``metrics.json`` has ``phase_seconds``
+renders and metrics, test-time alignment, exports (each tree's native extension is built before
+its first run, so no compile is counted). Where ``metrics.json`` has ``phase_seconds``
 they are listed too. Runs go one after another, so load drifts hit them unequally: compare shares,
 and repeat the invocation before believing a small difference.
 """
@@ -47,6 +48,14 @@ def scene_root(name: str) -> Path:
         return ensure_photo_scene(REPO / "data" / folder, *shape) / "colmap"
     except PointrixError as e:  # e.g. scikit-image missing: one line, not a traceback
         raise SystemExit(f"error: --scene {name}: {e}") from None
+
+
+def prebuild(tree: Path) -> None:
+    """Build ``tree``'s native extension before its run, so no run's start-up includes a compile."""
+    code = f"import sys; sys.path.insert(0, {str(tree)!r}); from pointrix_lite.renderer import native; native.prepare(print)"
+    proc = bench_revision.run_worker(tree, ["-c", code])
+    if proc.returncode != 0:
+        raise SystemExit(f"error: building the native extension of {tree} failed:\n{proc.stderr.strip()[-2000:]}")
 
 
 def run_one(tree: Path, config: Path, overrides: list[str], exp_dir: Path) -> dict:
@@ -100,10 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     common = [f"dataset.data_path={root}", f"trainer.max_steps={args.steps}", "writers=[]", *args.overrides]
     print(f"scene {args.scene} ({root}), {args.steps} steps, {os.cpu_count()} CPUs, "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    names, reports = [], []
+    names, reports, built = [], [], set()
     for i, text in enumerate(args.compare):
         head, rev, own = compare_spec(text)
         tree = bench_revision.tree_for(rev)
+        if tree not in built:
+            prebuild(tree)
+            built.add(tree)
         cfg = config_file(head.partition("@")[0], tree, scratch)
         name = head if not own else f"{head} +{'+'.join(own)}"
         print(f"run {i}: {name} ({bench_revision.label(rev)}) ...", flush=True)

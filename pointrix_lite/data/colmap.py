@@ -19,7 +19,7 @@ from ..registry import DATASETS
 from .base import SceneDataset, check_scene_options
 from .cameras import Camera, View, check_pose, viewmat_from_colmap
 from .colmap_io import ColmapCamera, ColmapImage, ColmapModel, find_sparse_dir, read_model
-from .images import downscale, find_image, load_rgb
+from .images import downscale, find_image, load_all, load_rgb
 from .masks import attach_mask, mask_folder
 from .pointcloud import PointCloud
 from .resolution import Scale
@@ -77,11 +77,8 @@ class ColmapDataset(SceneDataset):
         image_dir, prescaled = self._image_dir(root)
 
         by_name = sorted(model.images.values(), key=lambda im: im.name)
-        views = []
         with phase("loading images", total=len(by_name), unit="images") as advance:
-            for im in by_name:
-                views.append(self._load_view(model, im, image_dir, prescaled))
-                advance()
+            views = load_all(by_name, lambda im: self._load_view(model, im, image_dir, prescaled), advance)
         held_out = [config.eval and i % config.test_every == 0 for i in range(len(views))]
         test = [v for v, out in zip(views, held_out) if out]
         train = [v for v, out in zip(views, held_out) if not out]

@@ -1,11 +1,14 @@
-"""Image files -> [H, W, 3] uint8 arrays: finding, decoding, alpha compositing and downscaling.
+"""Image files -> [H, W, 3] uint8 arrays: finding, decoding, alpha compositing, downscaling, loading many.
 
 Every failure is a one-line :class:`~pointrix_lite.errors.DataError` naming the file.
 """
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -13,6 +16,9 @@ from PIL import Image, UnidentifiedImageError
 from ..errors import DataError
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".PNG", ".JPG", ".JPEG")
+LOAD_THREADS = 4  # image loading threads, at most one per core
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def find_image(path: Path) -> Path:
@@ -74,8 +80,13 @@ def downscale(image: np.ndarray, width: int, height: int) -> np.ndarray:
         return image
     if w % width == 0 and h % height == 0 and w // width == h // height:
         s = w // width
-        blocks = image.reshape(height, s, width, s, -1).astype(np.float32)
-        return np.clip(np.rint(blocks.mean(axis=(1, 3))), 0, 255).astype(np.uint8)
+        # Integer sums of strided slices: exact, so rint(sum / s^2) in float32 is bit for bit the
+        # float32 block mean it replaces, 5-10x faster (a reshape + float mean copied every pixel).
+        total = np.zeros((height, width, image.shape[-1]), dtype=np.uint32)
+        for i in range(s):
+            for j in range(s):
+                total += image[i::s, j::s]
+        return np.clip(np.rint(total.astype(np.float32) / np.float32(s * s)), 0, 255).astype(np.uint8)
     mode = "RGBA" if image.shape[-1] == 4 else "RGB"
     return np.asarray(Image.fromarray(image, mode).resize((width, height), Image.Resampling.BOX))
 
@@ -94,6 +105,38 @@ def load_rgb(
 
 
 def write_png(path: Path, image: np.ndarray) -> None:
-    """Write an [H, W, 3|4] uint8 array as PNG (deterministic bytes for identical input)."""
+    """Write an [H, W, 3|4] uint8 array as PNG (deterministic bytes for identical input).
+
+    zlib level 1, not PIL's default 6: on a 400x400 photo-like render 8.9 ms and 268 KB against
+    35.5 ms and 275 KB (photo noise leaves level 6 nothing to find); test renders, ``images_N`` and
+    video frames are all photo-like.
+    """
     mode = "RGBA" if image.shape[-1] == 4 else "RGB"
-    Image.fromarray(np.ascontiguousarray(image, dtype=np.uint8), mode).save(path, format="PNG")
+    Image.fromarray(np.ascontiguousarray(image, dtype=np.uint8), mode).save(path, format="PNG", compress_level=1)
+
+
+def load_all(items: Sequence[T], load: Callable[[T], R], advance: Callable[[], object]) -> list[R]:
+    """``[load(item) for item in items]`` on a few threads, in order; ``advance()`` after each one.
+
+    Decoding (PIL) and resampling (numpy) release the GIL, so on 2 cores loading 160 photos takes
+    about half the time. The first exception (a DataError naming the file) is raised as it would be
+    from the loop, and the loads not yet started are cancelled.
+    """
+    workers = max(1, min(LOAD_THREADS, os.cpu_count() or 1, len(items)))
+    if workers == 1:
+        out = []
+        for item in items:
+            out.append(load(item))
+            advance()
+        return out
+    with ThreadPoolExecutor(workers) as pool:
+        futures = [pool.submit(load, item) for item in items]
+        try:
+            results = []
+            for future in futures:
+                results.append(future.result())
+                advance()
+            return results
+        finally:
+            for future in futures:
+                future.cancel()

@@ -23,7 +23,7 @@ from ..progress import phase
 from ..registry import DATASETS
 from .base import SceneDataset, check_scene_options
 from .cameras import Camera, View, check_pose, focal_from_fov, viewmat_from_blender_c2w
-from .images import composite, downscale, find_image, read_image
+from .images import composite, downscale, find_image, load_all, read_image
 from .masks import attach_mask, mask_folder
 from .pointcloud import random_cube, read_ply_points
 from .resolution import Scale
@@ -93,17 +93,19 @@ class NerfSyntheticDataset(SceneDataset):
 
     def _load_split(self, path: Path, masks: Path | None = None) -> list[View]:
         meta = _read_json(path)
-        views = []
-        with phase("loading images", total=len(meta["frames"]), unit="images") as advance:
-            for k, frame in enumerate(meta["frames"]):
-                where = f"{path} frames[{k}]"
-                if not isinstance(frame, dict) or "file_path" not in frame:
-                    raise DataError(f"{where}: missing key 'file_path'")
-                if "transform_matrix" not in frame:
-                    raise DataError(f"{where}: missing key 'transform_matrix'")
-                views.append(self._load_frame(meta, frame, path.parent, where, masks))
-                advance()
-        return views
+        frames = list(enumerate(meta["frames"]))
+        for k, frame in frames:
+            where = f"{path} frames[{k}]"
+            if not isinstance(frame, dict) or "file_path" not in frame:
+                raise DataError(f"{where}: missing key 'file_path'")
+            if "transform_matrix" not in frame:
+                raise DataError(f"{where}: missing key 'transform_matrix'")
+
+        def load(item: tuple[int, dict]) -> View:
+            return self._load_frame(meta, item[1], path.parent, f"{path} frames[{item[0]}]", masks)
+
+        with phase("loading images", total=len(frames), unit="images") as advance:
+            return load_all(frames, load, advance)
 
     def _load_frame(self, meta: dict, frame: dict, root: Path, where: str, masks: Path | None) -> View:
         try:

@@ -25,6 +25,7 @@ from rich.console import Console
 
 from .. import device_policy, distributed, progress
 from ..config import to_dict
+from ..data.images import write_png
 from ..errors import CheckpointError, ConfigError, DataError
 from ..metrics.aggregate import mean_metrics, metric_float
 from ..registry import DATASETS, MODELS, RENDERERS, STRATEGIES, WRITERS
@@ -372,11 +373,9 @@ class DefaultTrainer:
         if i < self.cfg.trainer.val_images:
             self.image_dict[view.name] = np.concatenate([gt, render], axis=1)  # gt | render
         if save_dir is not None:
-            import imageio.v3 as iio
-
             for kind, image in (("render", render), ("gt", gt)):
                 (save_dir / kind).mkdir(parents=True, exist_ok=True)
-                iio.imwrite(save_dir / kind / f"{_file_stem(view.name)}.png", image)
+                write_png(save_dir / kind / f"{_file_stem(view.name)}.png", image)
         self.call_hook(f"after_{split}_iter", batch_idx=i, batch=batch)
 
     def validation(self) -> dict[str, float | None]:
