@@ -51,10 +51,15 @@ PLR_INLINE int32_t exp_bits(int32_t t) {
 // below at -87 so the result stays normal. Lanes with x > 88 (only from
 // invalid negative sigma) give garbage, which every caller masks out with a
 // select, never by multiplying.
+// y * 2^n, where t = n + 1.5 * 2^23 carries the integer n in its low bits (exp_neg_t's
+// range reduction). Exact for the normal results exp_neg_t scales; the vector
+// overload in simd.h is one instruction where the ISA has one (AVX-512's vscalefps).
+PLR_INLINE float pow2_scale(float y, float t, float /*n*/) { return y * as_float(exp_bits(as_int(t))); }
+
 template <class F>
 PLR_INLINE F exp_neg_t(F x) {
     const float kMagic = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer
-    x = sel(x < -87.f, F(-87.f), x);
+    x = sel(x > -87.f, x, F(-87.f));  // max(x, -87): one vmaxps on x86
     const F t = x * 1.44269504088896341f + kMagic;
     const F n = t - kMagic;
     F r = x - n * 0.693359375f;  // exact: 0.693359375 has 9 significant bits, |n| < 2^7
@@ -65,7 +70,7 @@ PLR_INLINE F exp_neg_t(F x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     const F y = p * (r * r) + r + 1.f;
-    return y * as_float(exp_bits(as_int(t)));
+    return pow2_scale(y, t, n);
 }
 PLR_INLINE float exp_neg(float x) { return exp_neg_t(x); }
 

@@ -249,11 +249,25 @@ struct BwdWorkerVec {
                 const Falloff f = falloff(g.x, g.y, g.a, g.b, g.c, tb.px[k], tb.py[k]);
                 const vf vis = exp_neg(-f.sigma);
                 const vf e = g.o * vis;
+#if defined(__AVX512F__)
+                // Masks in k registers, as in the forward: the same float operations
+                // without a mask-to-vector conversion at each compare and select.
+                vf alpha;
+                alpha.p[0] = (nf)_mm512_min_ps((__m512)e.p[0], _mm512_set1_ps(kMaxAlpha));  // = the sel below
+                __mmask16 valid = _mm512_cmpge_epi32_mask((__m512i)last[k].p[0], _mm512_set1_epi32(i));
+                valid = _mm512_mask_cmp_ps_mask(valid, (__m512)f.sigma.p[0], _mm512_setzero_ps(), _CMP_GE_OQ);
+                valid = _mm512_mask_cmp_ps_mask(valid, (__m512)alpha.p[0], _mm512_set1_ps(kAlphaThreshold), _CMP_GE_OQ);
+                const vf ra = 1.f / (1.f - alpha);
+                const vf Tn = T[k] * ra;
+                vf fac;
+                fac.p[0] = (nf)_mm512_maskz_mul_ps(valid, (__m512)alpha.p[0], (__m512)Tn.p[0]);
+#else
                 const vf alpha = sel(e < kMaxAlpha, e, splat(kMaxAlpha));
                 const vi valid = (last[k] >= i) & (f.sigma >= 0.f) & (alpha >= kAlphaThreshold);
                 const vf ra = 1.f / (1.f - alpha);
                 const vf Tn = T[k] * ra;
                 const vf fac = sel(valid, alpha * Tn, vf{});
+#endif
                 vf v_alpha = tfa[k] * ra;
                 for (int q = 0; q < D; ++q) {
                     vf &bq = buf[q * kLanes + k];
@@ -263,8 +277,16 @@ struct BwdWorkerVec {
                     bq = fmadd(fac, col[q], bq);
                 }
                 // alpha is clamped at 0.999: no gradient through the clamp
+#if defined(__AVX512F__)
+                const __mmask16 inner = _mm512_mask_cmp_ps_mask(valid, (__m512)e.p[0], _mm512_set1_ps(kMaxAlpha), _CMP_LE_OQ);
+                vf v_sigma, vis_inner;
+                v_sigma.p[0] = (nf)_mm512_maskz_mul_ps(inner, (__m512)(-e).p[0], (__m512)v_alpha.p[0]);
+                vis_inner.p[0] = (nf)_mm512_maskz_mov_ps(inner, (__m512)vis.p[0]);
+#else
                 const vi inner = valid & (e <= kMaxAlpha);
                 const vf v_sigma = sel(inner, -e * v_alpha, vf{});
+                const vf vis_inner = sel(inner, vis, vf{});
+#endif
                 const vf vx = v_sigma * fmadd(splat(g.a), f.dx, g.b * f.dy);
                 const vf vy = v_sigma * fmadd(splat(g.b), f.dx, g.c * f.dy);
                 gx = fold_add(vx, gx);
@@ -277,8 +299,12 @@ struct BwdWorkerVec {
                 gca = fold_fmadd(sdx, 0.5f * f.dx, gca);
                 gcb = fold_fmadd(sdx, f.dy, gcb);
                 gcc = fold_fmadd(v_sigma * f.dy, 0.5f * f.dy, gcc);
-                go = fold_fmadd(sel(inner, vis, vf{}), v_alpha, go);
+                go = fold_fmadd(vis_inner, v_alpha, go);
+#if defined(__AVX512F__)
+                T[k].p[0] = (nf)_mm512_mask_mov_ps((__m512)T[k].p[0], valid, (__m512)Tn.p[0]);
+#else
                 T[k] = sel(valid, Tn, T[k]);
+#endif
             }
             o[kXY] = hsum(gx);
             o[kXY + 1] = hsum(gy);

@@ -176,6 +176,41 @@ struct FwdWorkerVec {
         for (int q = 0; q < D; ++q) acc[q] = vf{};
         const int32_t *ids = block_ids.data() + k * stride, *ids_end = ids + cnt[k];
         const int32_t *it = ids;
+#if defined(__AVX512F__)
+        // The loop below on k-register masks: the same float operations, but GCC's
+        // vector masks cost a conversion (vpmovm2d / vpmovd2m) at every compare and
+        // select, about a sixth of the loop's instructions on AVX-512.
+        __m512 T5 = (__m512)T.p[0];
+        __m512i last5 = (__m512i)last.p[0];
+        __mmask16 alive5 = static_cast<__mmask16>(mask_bits(alive));
+        for (; it != ids_end; ++it) {
+            const int32_t i = *it;
+            const GaussRec &g = recs[i];
+            const float *col = cols.data() + static_cast<int64_t>(i) * D;
+            const vf sigma = falloff(g.x, g.y, g.a, g.b, g.c, px, py).sigma;
+            const vf e = g.o * exp_neg(-sigma);
+            // min_ps(e, m) is (e < m ? e : m), NaN included: the generic sel below
+            const __m512 alpha = _mm512_min_ps((__m512)e.p[0], _mm512_set1_ps(kMaxAlpha));
+            __mmask16 ok = _mm512_mask_cmp_ps_mask(alive5, (__m512)sigma.p[0], _mm512_setzero_ps(), _CMP_GE_OQ);
+            ok = _mm512_mask_cmp_ps_mask(ok, alpha, _mm512_set1_ps(kAlphaThreshold), _CMP_GE_OQ);
+            const __m512 next_T = _mm512_mul_ps(T5, _mm512_sub_ps(_mm512_set1_ps(1.f), alpha));
+            const __mmask16 term = _mm512_mask_cmp_ps_mask(ok, next_T, _mm512_set1_ps(kTransmittanceEps), _CMP_LE_OQ);
+            const __mmask16 use = ok & static_cast<__mmask16>(~term);
+            const __m512 vis = _mm512_maskz_mul_ps(use, alpha, T5);
+            for (int q = 0; q < D; ++q)
+                acc[q].p[0] = (nf)_mm512_fmadd_ps(vis, _mm512_set1_ps(col[q]), (__m512)acc[q].p[0]);
+            T5 = _mm512_mask_mov_ps(T5, use, next_T);
+            last5 = _mm512_mask_mov_epi32(last5, use, _mm512_set1_epi32(i));
+            alive5 &= static_cast<__mmask16>(~term);
+            cm[i] |= use ? bit : 0;
+            if (!alive5) {  // every pixel of the block is done
+                ++it;
+                break;
+            }
+        }
+        T.p[0] = (nf)T5;
+        last.p[0] = (ni)last5;
+#else
         for (; it != ids_end; ++it) {
             const int32_t i = *it;
             const GaussRec &g = recs[i];
@@ -198,6 +233,7 @@ struct FwdWorkerVec {
                 break;
             }
         }
+#endif
         for (int j = 0; j < kLanes; ++j) {
             if (!tb.inside[k][j]) continue;
             const int64_t pix = (ti.cam * a.height + ti.y0 + TileBlocks::row(k, j)) * a.width + ti.x0 +

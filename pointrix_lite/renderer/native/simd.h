@@ -38,12 +38,32 @@ constexpr int kParts = kLanes / kNative;
 typedef float nf __attribute__((vector_size(4 * kNative)));
 typedef int32_t ni __attribute__((vector_size(4 * kNative)));
 
+// Broadcast without arithmetic. (nf{} + s, GCC's idiom, is an add the compiler
+// may not fold away, as 0 + -0 is +0: in the forward's inner loop that put a
+// scalar add in front of each of its nine per-Gaussian broadcasts.)
+PLR_INLINE nf nsplat(float s) {
+#if defined(__AVX512F__)
+    return (nf)_mm512_set1_ps(s);
+#elif defined(__AVX__)
+    return (nf)_mm256_set1_ps(s);
+#elif defined(__SSE__)
+    return (nf)_mm_set1_ps(s);
+#elif defined(__ARM_NEON)
+    return (nf)vdupq_n_f32(s);
+#else
+    nf v;
+    for (int j = 0; j < kNative; ++j) v[j] = s;
+    return v;
+#endif
+}
+
 struct vi;
 struct vf {
     nf p[kParts];
     vf() = default;  // vf{} is zero
     vf(float s) {    // NOLINT: a scalar broadcasts, as GCC vectors do
-        for (int i = 0; i < kParts; ++i) p[i] = nf{} + s;
+        const nf v = nsplat(s);
+        for (int i = 0; i < kParts; ++i) p[i] = v;
     }
     float operator[](int j) const { return p[j / kNative][j % kNative]; }
     void set(int j, float v) { p[j / kNative][j % kNative] = v; }
@@ -133,6 +153,18 @@ PLR_INLINE nf fold_fmadd(const vf &a, const vf &b, nf acc) {
 #undef PLR_PARTS
 
 PLR_INLINE vi exp_bits(const vi &t) { return (t + vi(127 - 0x4B400000)) << 23; }
+PLR_INLINE vf pow2_scale(const vf &y, const vf &t, const vf &n) {
+#if defined(__AVX512F__)
+    // y * 2^n in one vscalefps (the same correctly rounded product) for an add, a shift and a multiply
+    (void)t;
+    vf r;
+    r.p[0] = (nf)_mm512_scalef_ps((__m512)y.p[0], (__m512)n.p[0]);
+    return r;
+#else
+    (void)n;
+    return y * as_float(exp_bits(as_int(t)));
+#endif
+}
 // exp(x) and sigma as common.h defines them for every build
 PLR_INLINE vf exp_neg(const vf &x) { return exp_neg_t(x); }
 
