@@ -177,18 +177,20 @@ struct FwdWorkerVec {
         const int32_t *ids = block_ids.data() + k * stride, *ids_end = ids + cnt[k];
         const int32_t *it = ids;
 #if defined(__AVX512F__)
-        // The loop below on k-register masks: the same float operations, but GCC's
-        // vector masks cost a conversion (vpmovm2d / vpmovd2m) at every compare and
-        // select, about a sixth of the loop's instructions on AVX-512.
+        // On AVX-512 the loop keeps its masks in k registers: the same float operations,
+        // but GCC's vector masks cost a conversion (vpmovm2d / vpmovd2m) at every compare
+        // and select, about a sixth of the loop's instructions.
         __m512 T5 = (__m512)T.p[0];
         __m512i last5 = (__m512i)last.p[0];
         __mmask16 alive5 = static_cast<__mmask16>(mask_bits(alive));
+#endif
         for (; it != ids_end; ++it) {
             const int32_t i = *it;
             const GaussRec &g = recs[i];
             const float *col = cols.data() + static_cast<int64_t>(i) * D;
             const vf sigma = falloff(g.x, g.y, g.a, g.b, g.c, px, py).sigma;
             const vf e = g.o * exp_neg(-sigma);
+#if defined(__AVX512F__)
             // min_ps(e, m) is (e < m ? e : m), NaN included: the generic sel below
             const __m512 alpha = _mm512_min_ps((__m512)e.p[0], _mm512_set1_ps(kMaxAlpha));
             __mmask16 ok = _mm512_mask_cmp_ps_mask(alive5, (__m512)sigma.p[0], _mm512_setzero_ps(), _CMP_GE_OQ);
@@ -203,20 +205,8 @@ struct FwdWorkerVec {
             last5 = _mm512_mask_mov_epi32(last5, use, _mm512_set1_epi32(i));
             alive5 &= static_cast<__mmask16>(~term);
             cm[i] |= use ? bit : 0;
-            if (!alive5) {  // every pixel of the block is done
-                ++it;
-                break;
-            }
-        }
-        T.p[0] = (nf)T5;
-        last.p[0] = (ni)last5;
+            const bool done = !alive5;
 #else
-        for (; it != ids_end; ++it) {
-            const int32_t i = *it;
-            const GaussRec &g = recs[i];
-            const float *col = cols.data() + static_cast<int64_t>(i) * D;
-            const vf sigma = falloff(g.x, g.y, g.a, g.b, g.c, px, py).sigma;
-            const vf e = g.o * exp_neg(-sigma);
             const vf alpha = sel(e < kMaxAlpha, e, splat(kMaxAlpha));
             const vi ok = alive & (sigma >= 0.f) & (alpha >= kAlphaThreshold);
             const vf next_T = T * (1.f - alpha);
@@ -228,11 +218,16 @@ struct FwdWorkerVec {
             last = seli(use, splati(i), last);
             alive = alive & ~term;
             cm[i] |= any(use) ? bit : 0;
-            if (!any(alive)) {  // every pixel of the block is done
+            const bool done = !any(alive);
+#endif
+            if (done) {  // every pixel of the block is done
                 ++it;
                 break;
             }
         }
+#if defined(__AVX512F__)
+        T.p[0] = (nf)T5;
+        last.p[0] = (ni)last5;
 #endif
         for (int j = 0; j < kLanes; ++j) {
             if (!tb.inside[k][j]) continue;
