@@ -161,22 +161,50 @@ def test_contributor_only_backward_is_thread_count_independent_on_needles() -> N
         assert torch.equal(v, runs[1]["grads"][k]), k
 
 
+def _rect_min_sigma(a: float, b: float, c: float, dxl, dxh, dyl, dyh):
+    """Exact minimum of sigma(dx, dy) = 0.5 a dx^2 + b dx dy + 0.5 c dy^2 (positive definite) over each
+    rectangle [dxl, dxh] x [dyl, dyh] (float64 tensors): 0 with the centre inside, else on an edge at
+    the clamped stationary point of the free coordinate."""
+
+    def sig(dx, dy):
+        return 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy
+
+    edges = [sig(x, (-b * x / c).clamp(dyl, dyh)) for x in (dxl, dxh)]
+    edges += [sig((-b * y / a).clamp(dxl, dxh), y) for y in (dyl, dyh)]
+    best = torch.stack(edges).min(0).values
+    inside = (dxl <= 0) & (dxh >= 0) & (dyl <= 0) & (dyh >= 0)
+    return torch.where(inside, torch.zeros_like(best), best)
+
+
 def reachable_blocks(meta: dict, slack: bool, bw: int = 4, bh: int = 4) -> int:
     """bw x bh-pixel blocks (aligned to the image origin, as the 16-px tiles' blocks are) where a
     Gaussian's sigma is at most ln(255 o) at some pixel centre, summed over Gaussians, in float64.
-    ``slack``: at most the culling's level 1.05 ln(255 o) + 0.05 instead (what it may keep)."""
+    ``slack``: what the culling may keep: blocks whose pixel-centre *rectangle* (the kernel tests the
+    continuous rectangle) comes within the culling's level ln(255 o) + 1e-4 (1 + |ln(255 o)|) plus its
+    float allowance."""
     W, H = meta["width"], meta["height"]
     py, px = torch.meshgrid(torch.arange(H, dtype=torch.float64) + 0.5, torch.arange(W, dtype=torch.float64) + 0.5,
+                            indexing="ij")  # fmt: skip
+    by, bx = torch.meshgrid(torch.arange(0, H, bh, dtype=torch.float64), torch.arange(0, W, bw, dtype=torch.float64),
                             indexing="ij")  # fmt: skip
     m, con = meta["means2d"].detach().double(), meta["conics"].detach().double()
     opac = meta["opacities"].detach().double()
     total = 0
     for g in ((meta["radii"][0] > 0).all(-1)).nonzero().flatten().tolist():
-        dx, dy = m[0, g, 0] - px, m[0, g, 1] - py
-        sigma = 0.5 * (con[0, g, 0] * dx * dx + con[0, g, 2] * dy * dy) + con[0, g, 1] * dx * dy
-        level = torch.log(255 * opac[0, g])
-        hit = sigma <= (1.05 * level + 0.05 + 1e-4 if slack else level)
-        total += int(hit.view(H // bh, bh, W // bw, bw).any(3).any(1).sum())
+        a, b, c = con[0, g].tolist()
+        level = math.log(255 * float(opac[0, g]))
+        if slack:
+            dxl, dxh = m[0, g, 0] - (bx + bw - 0.5), m[0, g, 0] - (bx + 0.5)
+            dyl, dyh = m[0, g, 1] - (by + bh - 0.5), m[0, g, 1] - (by + 0.5)
+            lowest = _rect_min_sigma(a, b, c, dxl, dxh, dyl, dyh)
+            # Reach's float allowance (2 kReachSlack = 4e-5 of the terms' magnitude), generously bounded
+            far = torch.stack([d.abs() for d in (dxl, dxh)]).max(0).values, torch.stack([d.abs() for d in (dyl, dyh)]).max(0).values
+            terms = 0.5 * (abs(a) * far[0] ** 2 + abs(c) * far[1] ** 2) + abs(b) * far[0] * far[1]
+            total += int((lowest <= level + 1e-4 * (1 + abs(level)) + 4e-5 * terms + 1e-6).sum())
+        else:
+            dx, dy = m[0, g, 0] - px, m[0, g, 1] - py
+            sigma = 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy
+            total += int((sigma <= level).view(H // bh, bh, W // bw, bw).any(3).any(1).sum())
     return total
 
 
@@ -208,3 +236,49 @@ def test_the_16px_path_evaluates_only_the_4x4_blocks_a_gaussian_reaches(native_v
     assert 16 * lower <= meta["n_evaluations"] <= 16 * upper, (lower, upper, meta["n_evaluations"])
     # 16x1 rows, the unit before, would have cost more even without any slack
     assert meta["n_evaluations"] < 16 * reachable_blocks(meta, slack=False, bw=16, bh=1)
+
+
+@pytest.mark.parametrize("margin", [1e-3, 1e-4, -1e-3])
+def test_a_pixel_at_the_edge_of_the_reach_level_blends_iff_its_alpha_does(margin: float) -> None:
+    """The culling level keeps only float-rounding slack above ln(255 o): a Gaussian whose alpha at one
+    pixel centre is (1 + margin) / 255, the only pixel of the next tile it can reach (the pixel
+    nearest to it there), must blend there exactly when that alpha passes 1/255, as in the torch
+    backend, which culls nothing."""
+    size = 32
+    scene = dict(
+        means=torch.tensor([[-0.375, -0.703, 3.0]]),  # projects to about (12.0, 8.5): tile 0, 4.5 px left of tile 1
+        quats=torch.tensor([[1.0, 0.0, 0.0, 0.0]]),
+        scales=torch.full((1, 3), 0.165),  # ~1.8 px: sigma ~3 at the nearest pixel centre of tile 1
+        opacities=torch.tensor([0.5]),
+        colors=torch.tensor([[1.0, 0.5, 0.25]]),
+        viewmats=torch.eye(4)[None],
+        Ks=torch.tensor([[[float(size), 0.0, size / 2], [0.0, float(size), size / 2], [0.0, 0.0, 1.0]]]),
+        width=size,
+        height=size,
+    )
+    _, _, meta = rasterization_native(*(scene[k] for k in ARGS), scene["colors"], scene["viewmats"], scene["Ks"],
+                                      size, size)  # fmt: skip
+    (mx, my), (a, b, c) = meta["means2d"][0, 0].double().tolist(), meta["conics"][0, 0].double().tolist()
+    assert 11.0 < mx < 13.0 and 8.0 < my < 9.0  # the layout the docstring describes
+    ys, xs = torch.meshgrid(torch.arange(size, dtype=torch.float64) + 0.5, torch.arange(size, dtype=torch.float64) + 0.5,
+                            indexing="ij")  # fmt: skip
+    dx, dy = mx - xs, my - ys
+    sigma = 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy
+    tile1 = sigma[:16, 16:]
+    y, x = divmod(int(tile1.argmin()), 16)
+    x += 16
+    opacity = math.exp(float(sigma[y, x])) * (1.0 + margin) / 255.0
+    assert 0.0 < opacity < 1.0
+    scene["opacities"] = torch.tensor([opacity])
+    native = rasterization_native(*(scene[k] for k in ARGS), scene["colors"], scene["viewmats"], scene["Ks"], size, size)
+    ref = rasterization_torch(*(scene[k] for k in ARGS), scene["colors"], scene["viewmats"], scene["Ks"], size, size)
+    alpha_native, alpha_ref = float(native[1][0, y, x, 0]), float(ref[1][0, y, x, 0])
+    if margin > 0:
+        assert alpha_native == pytest.approx((1 + margin) / 255, rel=1e-5)  # blended: culling kept the pair
+    else:
+        assert alpha_native == 0.0
+    assert alpha_native == pytest.approx(alpha_ref, abs=1e-7)
+    # Every other pixel of tile 1 is further out, below 1/255: nothing blends there.
+    others = native[1][0, :16, 16:, 0].clone()
+    others[y, x - 16] = 0.0
+    assert float(others.abs().max()) == 0.0

@@ -83,11 +83,19 @@ PLR_INLINE F gauss_sigma(F a, F b, F c, F dx, F dy) {
 }
 
 // The sigma level up to which a Gaussian of opacity o can reach alpha 1/255
-// (o exp(-sigma) >= 1/255 <=> sigma <= ln(255 o)), with 5% + 0.05 slack for
-// the float rounding of exp, of the product and of ln itself. Negative: no
+// (o exp(-sigma) >= 1/255 <=> sigma <= ln(255 o)), with slack for the float
+// rounding between the two: the blend loops' alpha = fl(o fl(exp_neg(-sigma)))
+// is within ~3 ulp (4e-7 relative) of o exp(-sigma), kAlphaThreshold within
+// half an ulp of 1/255, and std::log(255 o) within an ulp plus the rounding of
+// 255 o, so a pair that blends has sigma <= ln(255 o) + 5e-7 (1 + |ln(255 o)|).
+// kLevelSlack is 200x that. (The error of sigma's own float evaluation is
+// Reach's kReachSlack, separate.) Until 2026-11-25 the slack was 5% + 0.05,
+// which kept ~2.5% more ellipse radius than any rounding needs. Negative: no
 // pixel can see the Gaussian (it also fails at sigma = 0).
+constexpr float kLevelSlack = 1e-4f;
 static inline float reach_level(float opac) {
-    return std::log(opac * 255.f) * 1.05f + 0.05f;
+    const float level = std::log(opac * 255.f);
+    return level + kLevelSlack * (1.f + std::fabs(level));
 }
 
 // Float-evaluation allowance of the culling tests, relative to the sum of the
