@@ -35,8 +35,8 @@ def gaussian_window_1d(window_size: int, sigma: float, device: torch.device | No
     return (g / g.sum()).float()
 
 
-def _blur(x: Tensor, g: Tensor, pad: int) -> Tensor:
-    """Depthwise separable Gaussian blur of ``x [B,M,H,W]`` (zero padding ``pad``)."""
+def separable_blur(x: Tensor, g: Tensor, pad: int) -> Tensor:
+    """Depthwise separable blur of ``x [B,M,H,W]`` with 1-D taps ``g`` (zero padding ``pad``)."""
     m = x.shape[1]
     k = g.numel()
     x = F.conv2d(x, g.view(1, 1, k, 1).expand(m, 1, k, 1), padding=(pad, 0), groups=m)
@@ -83,7 +83,7 @@ def ssim_map(
     g = gaussian_window_1d(window_size, sigma, x.device)
     pad = window_size // 2 if padding == "same" else 0
     # One grouped conv for all five moments: the blur dominates the cost of a training step's loss.
-    moments = _blur(torch.cat([x, y, x * x, y * y, x * y], dim=1), g, pad)
+    moments = separable_blur(torch.cat([x, y, x * x, y * y, x * y], dim=1), g, pad)
     mu_x, mu_y, e_xx, e_yy, e_xy = moments.split(c, dim=1)
     mu_xx, mu_yy, mu_xy = mu_x * mu_x, mu_y * mu_y, mu_x * mu_y
     var_x, var_y, cov_xy = e_xx - mu_xx, e_yy - mu_yy, e_xy - mu_xy

@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..metrics.ssim import gaussian_window_1d, separable_blur
+
 # (viewmat [4, 4]) -> (rgb [H, W, 3], expected depth [H, W, 1], alpha [H, W, 1]), no autograd needed.
 RenderFn = Callable[[Tensor], tuple[Tensor, Tensor, Tensor]]
 
@@ -111,14 +113,9 @@ def blur(image: Tensor, sigma: float) -> Tensor:
     if sigma <= 0.0:
         return image
     radius = max(1, int(math.ceil(3.0 * sigma)))
-    x = torch.arange(-radius, radius + 1, dtype=image.dtype, device=image.device)
-    k = torch.exp(-0.5 * (x / sigma) ** 2)
-    k = k / k.sum()
-    c = image.shape[-1]
-    img = image.permute(2, 0, 1)[None]  # [1, C, H, W]
-    img = F.conv2d(F.pad(img, (radius, radius, 0, 0), mode="replicate"), k.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
-    img = F.conv2d(F.pad(img, (0, 0, radius, radius), mode="replicate"), k.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
-    return img[0].permute(1, 2, 0)
+    img = F.pad(image.permute(2, 0, 1)[None], (radius,) * 4, mode="replicate")  # [1, C, H + 2r, W + 2r]
+    taps = gaussian_window_1d(2 * radius + 1, sigma, image.device).to(image.dtype)
+    return separable_blur(img, taps, 0)[0].permute(1, 2, 0)
 
 
 def align_pose(
@@ -150,41 +147,48 @@ def align_pose(
         sq = residual.square() if mask is None else residual.square() * mask
         return float(sq.sum()) / max(n, 1.0)
 
-    def evaluate(vm: Tensor) -> tuple[float, tuple[Tensor, Tensor, Tensor]]:
+    def evaluate(vm: Tensor) -> tuple[float, tuple[Tensor, Tensor, Tensor], Tensor]:
+        """Render ``vm``: its sharp error (the result keeps the lowest), the render, its residual."""
         nonlocal best_vm, best, renders
-        rgb, depth, alpha = render(vm)
+        out = render(vm)
         renders += 1
-        value = error(rgb - target)
+        residual = out[0] - target
+        value = error(residual)
         if value < best:
             best, best_vm = value, vm
-        return value, (rgb, depth, alpha)
+        return value, out, residual
 
     best, renders = float("inf"), 0
-    _, out = evaluate(best_vm)
+    sharp = evaluate(best_vm)
     initial = best
     level_vm = best_vm
     for sigma in blur_levels:
         blurred_target = blur(target, sigma)
 
-        def level_error(out: tuple[Tensor, Tensor, Tensor]) -> tuple[float, Tensor]:
+        def at_level(value: float, out: tuple[Tensor, Tensor, Tensor], residual: Tensor) -> tuple[float, Tensor, Tensor]:
+            """A render's error, residual and rgb at this level: the sharp ones at sigma 0."""
+            if sigma <= 0.0:
+                return value, residual, out[0]
             rgb = blur(out[0], sigma)
             residual = rgb - blurred_target
-            return error(residual), residual
+            return error(residual), residual, rgb
 
-        current, residual = level_error(out)
+        out = sharp[1]
+        current, residual, rgb = at_level(*sharp)
         damping, rejects, A, b = INITIAL_DAMPING, 0, None, None
         while renders < max_renders and rejects < MAX_REJECTS and current > 0.0:
             if A is None:
-                A, b = normal_equations(blur(out[0], sigma), out[1], out[2], residual, K, mask)
+                A, b = normal_equations(rgb, out[1], out[2], residual, K, mask)
                 if not bool(torch.isfinite(A).all()) or float(A.diagonal().max()) <= 0.0:
                     break  # nothing in view moves with the camera
             damped = A + damping * torch.diag(A.diagonal().clamp_min(1e-12 * float(A.diagonal().max())))
             candidate = se3_exp(torch.linalg.solve(damped, -b)).to(dtype) @ level_vm
-            _, cand_out = evaluate(candidate)
-            value, cand_residual = level_error(cand_out)
+            cand = evaluate(candidate)
+            value, cand_residual, cand_rgb = at_level(*cand)
             if value < current:
                 gain = (current - value) / current
-                current, level_vm, out, residual = value, candidate, cand_out, cand_residual
+                current, level_vm, sharp, residual, rgb = value, candidate, cand, cand_residual, cand_rgb
+                out = cand[1]
                 A = None  # relinearise at the new pose
                 damping, rejects = max(damping / 4.0, 1e-7), 0
                 if gain < min_gain:
