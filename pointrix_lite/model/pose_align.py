@@ -16,9 +16,9 @@ acceptance test on real renders is what keeps those approximations from costing 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import math
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -26,8 +26,10 @@ from torch import Tensor
 
 from ..metrics.ssim import gaussian_window_1d, separable_blur
 
-# (viewmat [4, 4]) -> (rgb [H, W, 3], expected depth [H, W, 1], alpha [H, W, 1]), no autograd needed.
-RenderFn = Callable[[Tensor], tuple[Tensor, Tensor, Tensor]]
+# (viewmat [4, 4]) -> the renderer's output for that one camera: at least rgb [1, H, W, 3], expected
+# depth [1, H, W, 1] and alpha [1, H, W, 1] (GaussianRenderer's keys); no autograd needed.
+RenderOut = Mapping[str, Any]
+RenderFn = Callable[[Tensor], RenderOut]
 
 MIN_ALPHA = 0.5  # pixels less opaque than this have no surface whose depth could move them
 INITIAL_DAMPING = 1e-3  # Marquardt damping, relative to the diagonal of J^T J
@@ -40,9 +42,10 @@ class Alignment:
     """Result of :func:`align_pose`."""
 
     viewmat: Tensor  # [4, 4] best pose evaluated (the given one if nothing explained the image better)
+    render_out: RenderOut  # its render, so the caller can score it without rendering it again
     mse: float  # mean squared error of its render
     initial_mse: float  # that of the given pose
-    renders: int  # forward renders spent
+    renders: int  # forward renders spent (not counting ``given_render``)
 
 
 def se3_exp(xi: Tensor) -> Tensor:
@@ -127,6 +130,7 @@ def align_pose(
     mask: Tensor | None = None,
     min_gain: float = 1e-4,
     blur_levels: tuple[float, ...] = BLUR_LEVELS,
+    given_render: RenderOut | None = None,
 ) -> Alignment:
     """Levenberg-Marquardt fit of ``viewmat [4, 4]`` so that ``render`` explains ``target [H, W, 3]``.
 
@@ -137,7 +141,8 @@ def align_pose(
     lowers its error by less than ``min_gain`` (relative) or after :data:`MAX_REJECTS` rejected
     steps in a row; the fit ends after the last level or ``max_renders`` renders. The result is the
     pose with the lowest *sharp* error among all renders, the given pose included. ``mask``
-    (``[H, W, 1]``, 0 = ignore) leaves pixels out of the fit and the error.
+    (``[H, W, 1]``, 0 = ignore) leaves pixels out of the fit and the error. ``given_render``: the
+    render of ``viewmat`` when the caller has one already (the test pass renders every view once).
     """
     best_vm = torch.as_tensor(viewmat).detach().clone()
     dtype = best_vm.dtype
@@ -147,19 +152,21 @@ def align_pose(
         sq = residual.square() if mask is None else residual.square() * mask
         return float(sq.sum()) / max(n, 1.0)
 
-    def evaluate(vm: Tensor) -> tuple[float, tuple[Tensor, Tensor, Tensor], Tensor]:
-        """Render ``vm``: its sharp error (the result keeps the lowest), the render, its residual."""
-        nonlocal best_vm, best, renders
-        out = render(vm)
-        renders += 1
+    def evaluate(vm: Tensor, made: RenderOut | None = None) -> tuple[float, tuple[Tensor, Tensor, Tensor], Tensor]:
+        """Render ``vm`` (unless ``made``): its sharp error (the result keeps the lowest), rgb/depth/alpha, residual."""
+        nonlocal best_vm, best_out, best, renders
+        if made is None:
+            made = render(vm)
+            renders += 1
+        out = (made["rgb"][0], made["depth"][0], made["alpha"][0])
         residual = out[0] - target
         value = error(residual)
-        if value < best:
-            best, best_vm = value, vm
+        if best_out is None or value < best:  # the first render stands until a better one
+            best, best_vm, best_out = value, vm, made
         return value, out, residual
 
-    best, renders = float("inf"), 0
-    sharp = evaluate(best_vm)
+    best, best_out, renders = float("inf"), given_render, 0
+    sharp = evaluate(best_vm, given_render)
     initial = best
     level_vm = best_vm
     for sigma in blur_levels:
@@ -195,4 +202,4 @@ def align_pose(
                     break
             else:
                 damping, rejects = damping * 8.0, rejects + 1
-    return Alignment(best_vm, best, initial, renders)
+    return Alignment(best_vm, best_out, best, initial, renders)

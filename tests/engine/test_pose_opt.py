@@ -212,7 +212,7 @@ def test_test_time_alignment_fits_the_test_pose_and_leaves_the_model_alone(metho
     trainer = _EvalTrainer(model, renderer)
     hook.trainer = trainer
     with torch.no_grad():  # as the trainer evaluates
-        fitted = hook._aligned_viewmat(trainer, view, 150)
+        fitted, _ = hook._aligned_viewmat(trainer, view, 150)
     before = float((_perturbation() - torch.eye(4)).abs().max())
     after = float((fitted - torch.eye(4)).abs().max())
     assert after < 0.15 * before, (before, after)
@@ -277,18 +277,30 @@ def test_alignment_stops_when_converged_and_never_returns_a_worse_pose(method):
     hook.trainer = trainer
     perturbed = View(_camera(_perturbation(), size=64), (image * 255).round().to(torch.uint8), "t0", 0)
     with torch.no_grad():
-        fitted = hook._aligned_viewmat(trainer, perturbed, 400)
+        fitted, fitted_out = hook._aligned_viewmat(trainer, perturbed, 400)
     before = float((_perturbation() - torch.eye(4)).abs().max())
     assert float((fitted - torch.eye(4)).abs().max()) < 0.15 * before
     assert len(renders) < 400 and set(renders) == {64}  # converged before the step budget, at full size
     if method == "gauss_newton":
         assert len(renders) <= 40  # one forward render per iteration, where Adam takes ~100 render+backward steps
+        # The fit hands back the render of the pose it returns, for scoring without rendering it again.
+        with torch.no_grad():
+            again = base(scene, [replace(perturbed.camera, viewmat=fitted)], (0.0, 0.0, 0.0))["rgb"]
+        assert torch.equal(fitted_out["rgb"], again)
+        # Given the render of the starting pose (the test pass has one), the fit does not render it again.
+        n_before = len(renders)
+        with torch.no_grad():
+            start = base(scene, [perturbed.camera], (0.0, 0.0, 0.0))
+            refit, _ = hook._aligned_viewmat(trainer, perturbed, 400, start)
+        assert torch.equal(refit, fitted) and len(renders) - n_before == n_before - 1
+    else:
+        assert fitted_out is None  # Adam keeps no render: the hook renders the fitted pose itself
 
     # Already on the right pose: whatever the steps try, the result explains the image at least as well.
     exact = replace(perturbed, camera=_camera(torch.eye(4), size=64))
     renders.clear()
     with torch.no_grad():
-        kept = hook._aligned_viewmat(trainer, exact, 400)
+        kept, _ = hook._aligned_viewmat(trainer, exact, 400)
     assert error(exact, kept) <= error(exact, torch.eye(4)) and len(renders) < 400
 
 

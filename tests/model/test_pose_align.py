@@ -50,10 +50,13 @@ def _renderer(scene):
 
     def render(viewmat: torch.Tensor):
         with torch.no_grad():
-            out = renderer(scene, [_camera(viewmat)], (0.0, 0.0, 0.0))
-        return out["rgb"][0], out["depth"][0], out["alpha"][0]
+            return renderer(scene, [_camera(viewmat)], (0.0, 0.0, 0.0))
 
     return render
+
+
+def _images(out) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return out["rgb"][0], out["depth"][0], out["alpha"][0]
 
 
 def test_se3_exp_matches_an_independent_rotation_and_is_exact_at_zero():
@@ -69,11 +72,11 @@ def test_the_linearised_image_predicts_what_a_small_camera_motion_renders(axis):
     # J @ xi from one render against the difference of two real renders, one motion axis at a time
     # (three translations, three rotations); a wrong sign, column or intrinsic fails the correlation.
     render = _renderer(_textured_wall())
-    rgb, depth, alpha = render(torch.eye(4))
+    rgb, depth, alpha = _images(render(torch.eye(4)))
     eps = 0.01 if axis < 3 else 0.004  # about a third of a pixel
     xi = torch.zeros(6, dtype=torch.float64)
     xi[axis] = eps
-    moved, _, _ = render(se3_exp(xi).float())
+    moved, _, _ = _images(render(se3_exp(xi).float()))
     actual = (moved - rgb)[1:-1, 1:-1].reshape(-1).double()
 
     # normal_equations gives J^T J and J^T r; with r = J xi its J^T r equals (J^T J) xi, and with
@@ -104,22 +107,27 @@ def test_the_linearised_image_predicts_what_a_small_camera_motion_renders(axis):
 def test_align_pose_recovers_a_perturbed_camera_and_never_returns_a_worse_one(size, levels):
     # size 4: ~10 px of motion at the image's edge
     render = _renderer(_textured_wall())
-    target, _, _ = render(torch.eye(4))
+    target, _, _ = _images(render(torch.eye(4)))
     start = torch.eye(4)
     start[:3, :3] = torch.tensor(Rotation.from_rotvec([0.02 * size, -0.015 * size, 0.03 * size]).as_matrix())
     start[:3, 3] = torch.tensor([0.05, -0.04, 0.08]) * size
     fit = align_pose(render, start, _camera(start).K, target, max_renders=50, blur_levels=levels)
     assert float((fit.viewmat - torch.eye(4)).abs().max()) < 2e-3
     assert fit.mse < 1e-3 * fit.initial_mse and fit.renders < 50
+    assert torch.equal(fit.render_out["rgb"], render(fit.viewmat)["rgb"])  # the render of the pose returned
 
     # The right pose already: the fit keeps it (or finds one at least as good) and stops quickly.
     kept = align_pose(render, torch.eye(4), _camera(torch.eye(4)).K, target, max_renders=50)
     assert kept.mse <= kept.initial_mse == 0.0 and kept.renders == 1
+    # With the given pose's render handed in, not even that one render is spent.
+    given = render(torch.eye(4))
+    kept = align_pose(render, torch.eye(4), _camera(torch.eye(4)).K, target, max_renders=50, given_render=given)
+    assert kept.renders == 0 and kept.render_out is given and kept.mse == 0.0
 
 
 def test_masked_pixels_neither_pull_the_fit_nor_count_in_its_error():
     render = _renderer(_textured_wall())
-    target, _, _ = render(torch.eye(4))
+    target, _, _ = _images(render(torch.eye(4)))
     spoiled = target.clone()
     spoiled[:, : SIZE // 2] = 1.0 - spoiled[:, : SIZE // 2]  # an "occluder" over the left half
     mask = torch.ones(SIZE, SIZE, 1)
@@ -129,7 +137,7 @@ def test_masked_pixels_neither_pull_the_fit_nor_count_in_its_error():
     fit = align_pose(render, start, _camera(start).K, spoiled, max_renders=50, mask=mask)
     assert float((fit.viewmat - torch.eye(4)).abs().max()) < 2e-3
     assert fit.mse < 1e-6  # the error of the kept half only: the occluder would add ~0.1
-    rgb, _, _ = render(fit.viewmat)
+    rgb, _, _ = _images(render(fit.viewmat))
     assert float(((rgb - spoiled).square() * mask).sum() / (mask.sum() * 3)) == pytest.approx(fit.mse, rel=1e-4)
 
 

@@ -41,6 +41,7 @@ class TrainerLike(Protocol):
     loss_dict: dict[str, Any]
     log_vars: dict[str, Any]
     image_dict: dict[str, Any]
+    render_out: dict[str, Any]  # the renderer's output of the last step or evaluated view
     test_report: dict[str, Any]
 
     def save_checkpoint(self, *args: Any, **kwargs: Any) -> Any: ...

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 import torch
 
@@ -115,12 +115,15 @@ class PoseOptHook(Hook):
         if steps <= 0:
             return
         trainer = self.trainer
+        # The trainer has just rendered this one view on its given pose: the fit starts from that render.
+        given = trainer.render_out if len(batch) == 1 else None
         for view in batch:
             with progress.phase("test alignment", show=False):  # the test phase's bar advances per view
-                viewmat = self._aligned_viewmat(trainer, view, steps)
+                viewmat, out = self._aligned_viewmat(trainer, view, steps, given)
             aligned = replace(view, camera=replace(view.camera, viewmat=viewmat))
             with torch.no_grad():
-                out = trainer.renderer(trainer.model, [aligned.camera], trainer.dataset.background)
+                if out is None:  # the fit kept no render of the pose it returns
+                    out = trainer.renderer(trainer.model, [aligned.camera], trainer.dataset.background)
                 metrics = trainer.model.get_metric_dict(out, [aligned])
             self.per_view_aligned[view.name] = {k: metric_float(v) for k, v in metrics.items()}
 
@@ -129,8 +132,12 @@ class PoseOptHook(Hook):
             self.trainer.test_report["mean_aligned"] = mean_metrics(self.per_view_aligned)
             self.trainer.test_report["per_view_aligned"] = self.per_view_aligned
 
-    def _aligned_viewmat(self, trainer: Any, view: Any, steps: int) -> torch.Tensor:
-        """[4, 4] pose of test ``view`` that best explains its image under the frozen model.
+    def _aligned_viewmat(
+        self, trainer: Any, view: Any, steps: int, given_render: Mapping[str, Any] | None = None
+    ) -> tuple[torch.Tensor, Mapping[str, Any] | None]:
+        """[4, 4] pose of test ``view`` that best explains its image under the frozen model, and its
+        render where the fit kept one (Gauss-Newton; ``given_render``, the render of the given pose,
+        saves it one render).
 
         Either way the fit returns the best pose it evaluated, the given one included, so the fitted
         pose never explains the image worse than the given one (squared error for Gauss-Newton, L1
@@ -138,25 +145,28 @@ class PoseOptHook(Hook):
         towards a biased optimum (docs/data.md).
         """
         if self.config.test_align_method == "adam":
-            return self._adam_aligned_viewmat(trainer, view, steps)
+            return self._adam_aligned_viewmat(trainer, view, steps), None
         camera = view.camera
         mask = view.mask_on(trainer.device)
 
-        def render(viewmat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            out = trainer.renderer(trainer.model, [replace(camera, viewmat=viewmat)], trainer.dataset.background)
+        def checked(out: Mapping[str, Any]) -> Mapping[str, Any]:
             if "depth" not in out or "alpha" not in out:
                 raise ConfigError(
                     f"{HOME}.test_align_method: gauss_newton needs the renderer's 'depth' and 'alpha' outputs, "
                     f"{type(trainer.renderer).__name__} gives {sorted(out)}; use test_align_method: adam"
                 )
-            return out["rgb"][0], out["depth"][0], out["alpha"][0]
+            return out
+
+        def render(viewmat: torch.Tensor) -> Mapping[str, Any]:
+            return checked(trainer.renderer(trainer.model, [replace(camera, viewmat=viewmat)], trainer.dataset.background))
 
         with torch.no_grad():
             fit = align_pose(
                 render, torch.as_tensor(camera.viewmat), torch.as_tensor(camera.K), view.float_image(trainer.device),
                 steps, mask=None if mask is None else mask[..., None].float(), min_gain=ALIGN_MIN_GAIN,
+                given_render=None if given_render is None else checked(given_render),
             )  # fmt: skip
-        return fit.viewmat
+        return fit.viewmat, fit.render_out
 
     def _adam_aligned_viewmat(self, trainer: Any, view: Any, steps: int) -> torch.Tensor:
         """Adam on an SE(3) correction (L1), stopped once the L1 has not fallen by
