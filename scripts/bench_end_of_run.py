@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 import bench_revision  # noqa: E402
-from bench_train import compare_spec, config_file  # noqa: E402
+from bench_train import compare_spec, config_file, worker_env  # noqa: E402
 
 SCENES = {"photo160": ("bench_photo_160x800", 160, 800, 800), "photo": ("bench_photo", None, None, None)}
 
@@ -60,11 +60,9 @@ def prebuild(tree: Path) -> None:
 
 def run_one(tree: Path, config: Path, overrides: list[str], exp_dir: Path) -> dict:
     """Train in a fresh process of ``tree``'s ``scripts/train.py``; its metrics.json plus ``wall_seconds``."""
-    env = dict(os.environ, **{bench_revision.ROOT_ENV: str(tree)})
-    env.pop("PYTHONPATH", None)
     cmd = [sys.executable, str(tree / "scripts" / "train.py"), "--config", str(config), f"exp_dir={exp_dir}", *overrides]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True)
+    proc = subprocess.run(cmd, env=worker_env(tree), cwd=tree, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
