@@ -19,7 +19,9 @@ import sys
 from pathlib import Path
 
 from ..errors import DataError
-from ..process.options import CAMERA_MODELS, ProcessOptions
+from ..process.options import (
+    CAMERA_MODELS, EXHAUSTIVE_MAX_IMAGES, MATCHERS, RETRIEVAL_NEIGHBORS, RETRIEVAL_OVERLAP, ProcessOptions,
+)
 from .common import EXIT_CRASH, EXIT_INTERRUPTED, EXIT_OK, EXIT_USER_ERROR, run_command
 
 WORKER_FLAG = "--_worker"
@@ -38,8 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--camera-model", choices=CAMERA_MODELS, default="SIMPLE_RADIAL",
                    help="lens model (default SIMPLE_RADIAL; OPENCV can squash focal lengths on small sets)")
-    p.add_argument("--matcher", choices=("auto", "exhaustive", "sequential", "vocab_tree"), default="auto",
-                   help="auto: exhaustive up to 60 images, sequential above and for video")
+    p.add_argument("--matcher", choices=MATCHERS, default="auto",
+                   help=f"auto: exhaustive up to {EXHAUSTIVE_MAX_IMAGES} images, retrieval above (vocab_tree when "
+                   "--vocab-tree is given)")
+    p.add_argument("--retrieval-neighbors", type=int, default=RETRIEVAL_NEIGHBORS, metavar="K",
+                   help=f"retrieval: match each image with its K most similar images (and the next "
+                   f"{RETRIEVAL_OVERLAP} by name)")
     p.add_argument("--vocab-tree", type=Path, help="vocabulary tree file: enables vocab_tree matching and "
                    "loop detection in sequential matching (never downloaded)")
     p.add_argument("--mapper", choices=("incremental", "global"), default="incremental")
@@ -56,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def to_options(args: argparse.Namespace) -> ProcessOptions:
-    for key, minimum in (("max_image_size", 16), ("max_features", 16), ("num_frames", 3), ("downscales", 0)):
+    for key, minimum in (("max_image_size", 16), ("max_features", 16), ("num_frames", 3), ("downscales", 0),
+                         ("retrieval_neighbors", 1)):
         if getattr(args, key) < minimum:
             raise DataError(f"--{key.replace('_', '-')}: must be >= {minimum}, got {getattr(args, key)}")
     if args.vocab_tree is not None and not args.vocab_tree.is_file():
@@ -67,8 +74,9 @@ def to_options(args: argparse.Namespace) -> ProcessOptions:
         raise DataError("--matcher vocab_tree needs --vocab-tree FILE (COLMAP would download one, and abort offline)")
     return ProcessOptions(
         out=args.out, images=args.images, video=args.video, camera_model=args.camera_model, matcher=args.matcher,
-        vocab_tree=args.vocab_tree, mapper=args.mapper, max_image_size=args.max_image_size,
-        max_features=args.max_features, num_frames=args.num_frames, sharp_frames=args.sharp_frames,
+        retrieval_neighbors=args.retrieval_neighbors, vocab_tree=args.vocab_tree, mapper=args.mapper,
+        max_image_size=args.max_image_size, max_features=args.max_features, num_frames=args.num_frames,
+        sharp_frames=args.sharp_frames,
         downscales=args.downscales, threads=args.threads, overwrite=args.overwrite, masks=args.masks,
     )  # fmt: skip
 

@@ -7,7 +7,11 @@ from pathlib import Path
 from typing import Literal
 
 CAMERA_MODELS = ("SIMPLE_RADIAL", "OPENCV", "PINHOLE", "SIMPLE_PINHOLE")
-EXHAUSTIVE_MAX_IMAGES = 60  # --matcher auto: exhaustive up to this many images, sequential above (and for video)
+# --matcher auto: every pair up to this many images (1770 pairs), retrieval above it (~10 n pairs; docs/data.md)
+EXHAUSTIVE_MAX_IMAGES = 60
+RETRIEVAL_NEIGHBORS = 10  # retrieval: each image is matched with its 10 most similar images
+RETRIEVAL_OVERLAP = 5  # ... and with the next 5 in name order
+MATCHERS = ("auto", "exhaustive", "retrieval", "sequential", "vocab_tree")
 
 
 @dataclass
@@ -16,7 +20,8 @@ class ProcessOptions:
     images: Path | None = None
     video: Path | None = None
     camera_model: str = "SIMPLE_RADIAL"
-    matcher: Literal["auto", "exhaustive", "sequential", "vocab_tree"] = "auto"
+    matcher: Literal["auto", "exhaustive", "retrieval", "sequential", "vocab_tree"] = "auto"
+    retrieval_neighbors: int = RETRIEVAL_NEIGHBORS
     vocab_tree: Path | None = None  # only with an explicit file: COLMAP would download one (and abort offline)
     mapper: Literal["incremental", "global"] = "incremental"
     max_image_size: int = 3200  # feature extraction downsizes larger images to this side length
@@ -30,11 +35,9 @@ class ProcessOptions:
     min_registered: int = 3
 
     def resolved_matcher(self, n_images: int) -> str:
-        """``auto`` -> exhaustive for a small photo set, sequential for video or many images."""
-        if self.vocab_tree is not None and self.matcher == "auto":
-            return "vocab_tree"
+        """``auto`` -> every pair of a small set, retrieval (own vocabulary + name order) above; a given tree wins."""
         if self.matcher != "auto":
             return self.matcher
-        if self.video is not None or n_images > EXHAUSTIVE_MAX_IMAGES:
-            return "sequential"
-        return "exhaustive"
+        if self.vocab_tree is not None:
+            return "vocab_tree"
+        return "exhaustive" if n_images <= EXHAUSTIVE_MAX_IMAGES else "retrieval"

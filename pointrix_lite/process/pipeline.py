@@ -114,7 +114,9 @@ def _structure_from_motion(
         st.done(f"{n} images, {keypoints} keypoints ({opts.camera_model}, one shared camera)")
     matcher = opts.resolved_matcher(n)
     with stages.stage("matching", f"{matcher}") as st:
-        matched, verified = sfm.match_features(pycolmap, database, matcher, opts)
+        matched, verified = sfm.match_features(
+            pycolmap, database, matcher, opts, lambda text: st.update(f"{matcher}: {text}")
+        )
         st.done(f"{matcher}: {matched} pairs matched, {verified} verified")
     registered = [2]  # the callback fires for each image after the initial pair
 

@@ -14,7 +14,8 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import DataError
-from .options import ProcessOptions
+from .options import RETRIEVAL_OVERLAP, ProcessOptions
+from .retrieval import retrieval_pairs
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -30,6 +31,17 @@ SUSPICIOUS_FOCAL = (0.2, 8.0)  # focal / max(width, height) outside this: a dege
 def _name_list(names: list[str], limit: int = 8) -> str:
     more = f" and {len(names) - limit} more" if len(names) > limit else ""
     return ", ".join(names[:limit]) + more
+
+
+def _first_camera(pycolmap: ModuleType, database: Path) -> int:
+    """The smallest camera id in ``database``, -1 when it has none (or does not exist yet)."""
+    if not database.exists():
+        return -1
+    db = pycolmap.Database.open(str(database))
+    try:
+        return min((c.camera_id for c in db.read_all_cameras()), default=-1)
+    finally:
+        db.close()
 
 
 def extract_features(
@@ -51,6 +63,7 @@ def extract_features(
     extraction.max_image_size = opts.max_image_size
     extraction.sift.max_num_features = opts.max_features
     chunk = max(1, len(names) // 20)
+    reader.existing_camera_id = _first_camera(pycolmap, database)  # images added to a database share its camera
     for start in range(0, len(names), chunk):
         pycolmap.extract_features(
             database, image_dir, image_names=names[start : start + chunk], camera_mode=pycolmap.CameraMode.SINGLE,
@@ -58,11 +71,7 @@ def extract_features(
         )  # fmt: skip
         progress(min(start + chunk, len(names)), len(names))
         if reader.existing_camera_id < 0:
-            db = pycolmap.Database.open(str(database))
-            try:
-                reader.existing_camera_id = min(c.camera_id for c in db.read_all_cameras())
-            finally:
-                db.close()
+            reader.existing_camera_id = _first_camera(pycolmap, database)
     db = pycolmap.Database.open(str(database))
     try:
         return int(db.num_keypoints())
@@ -70,8 +79,12 @@ def extract_features(
         db.close()
 
 
-def match_features(pycolmap: ModuleType, database: Path, matcher: str, opts: ProcessOptions) -> tuple[int, int]:
+def match_features(
+    pycolmap: ModuleType, database: Path, matcher: str, opts: ProcessOptions, status: Callable[[str], None] | None = None
+) -> tuple[int, int]:
     """Match and geometrically verify image pairs; returns (pairs matched, pairs verified).
+
+    ``status`` hears what is being done where a stage has steps of its own (retrieval: choosing the pairs).
 
     Raises:
         DataError: no pair of images survived verification (the photos do not overlap).
@@ -87,6 +100,14 @@ def match_features(pycolmap: ModuleType, database: Path, matcher: str, opts: Pro
             pairing.loop_detection = True
             pairing.vocab_tree_path = str(opts.vocab_tree)
         pycolmap.match_sequential(database, matching_options=matching, pairing_options=pairing, device=cpu)
+    elif matcher == "retrieval":
+        pairing = pycolmap.ImportedPairingOptions()
+        status = status or (lambda text: None)
+        status("choosing pairs (visual words of every image)")
+        path, n_pairs = write_retrieval_pairs(pycolmap, database, opts)
+        pairing.match_list_path = str(path)
+        status(f"matching {n_pairs} pairs ({opts.retrieval_neighbors} most similar + next {RETRIEVAL_OVERLAP} by name per image)")
+        pycolmap.match_image_pairs(database, matching_options=matching, pairing_options=pairing, device=cpu)
     elif matcher == "vocab_tree":
         if opts.vocab_tree is None:
             raise DataError("--matcher vocab_tree needs --vocab-tree FILE (COLMAP would download one, and abort offline)")
@@ -126,6 +147,21 @@ def map_scene(
     options.mapper.abs_pose_min_num_inliers = ABS_POSE_MIN_NUM_INLIERS
     options.random_seed = 0  # the same photos give the same model
     return dict(pycolmap.incremental_mapping(database, image_dir, sparse_dir, options, next_image_callback=on_image))
+
+
+def write_retrieval_pairs(pycolmap: ModuleType, database: Path, opts: ProcessOptions) -> tuple[Path, int]:
+    """``database``'s folder / ``pairs.txt``: the pairs :func:`.retrieval.retrieval_pairs` picks, one ``a b`` per
+    line; returns the file and the number of pairs."""
+    db = pycolmap.Database.open(str(database))
+    try:
+        images = sorted(db.read_all_images(), key=lambda im: im.name)  # name order: capture order
+        descriptors = [db.read_descriptors(im.image_id).data for im in images]
+    finally:
+        db.close()
+    pairs = retrieval_pairs(descriptors, opts.retrieval_neighbors, RETRIEVAL_OVERLAP)
+    path = database.parent / "pairs.txt"
+    path.write_text("".join(f"{images[i].name} {images[j].name}\n" for i, j in pairs))
+    return path, len(pairs)
 
 
 @dataclass

@@ -21,10 +21,11 @@ import numpy as np
 import pytest
 
 from pointrix_lite.cli.train import main as train_main
-from pointrix_lite.data.cameras import qvec_to_rotmat, rotmat_to_qvec
+from pointrix_lite.data.cameras import rotmat_to_qvec
 from pointrix_lite.data.colmap_io import ColmapCamera, ColmapImage, ColmapModel, read_model, write_model
 from pointrix_lite.data.demo.scene import build_scene, camera_ring, render
 from pointrix_lite.data.images import write_png
+from pointrix_lite.process.compare import centres, robust_similarity
 from pointrix_lite.process.downscale import write_downscaled
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,36 +40,6 @@ SHORT_RUN = [
 ]  # fmt: skip
 # Refinement with gsplat's defaults (lr 1e-5, weight decay 1e-6) and each test pose fitted before scoring.
 POSE_OPT = ["hooks=[{type: PoseOptHook, test_align_steps: 100}]"]
-
-
-def similarity(src: np.ndarray, dst: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-    """Umeyama: ``s, R, t`` minimising ``|s R src + t - dst|`` over rows ``[N, 3]``."""
-    ms, md = src.mean(0), dst.mean(0)
-    a, b = src - ms, dst - md
-    U, S, Vt = np.linalg.svd(b.T @ a / len(a))
-    D = np.eye(3)
-    D[2, 2] = np.sign(np.linalg.det(U @ Vt))
-    R = U @ D @ Vt
-    s = float(np.trace(np.diag(S) @ D) / (a**2).sum(1).mean())
-    return s, R, md - s * R @ ms
-
-
-def robust_similarity(src: np.ndarray, dst: np.ndarray, keep: float = 0.8) -> tuple[float, np.ndarray, np.ndarray]:
-    """:func:`similarity` refitted on the ``keep`` fraction of rows it explains best.
-
-    One view that SfM registers in a wrong place (it happens, depending on thread timing in the
-    mapper) would otherwise drag the whole fit and make every other centre look wrong.
-    """
-    s, R, t = similarity(src, dst)
-    for _ in range(2):
-        err = np.linalg.norm(s * src @ R.T + t - dst, axis=1)
-        best = np.argsort(err)[: max(3, int(keep * len(src)))]
-        s, R, t = similarity(src[best], dst[best])
-    return s, R, t
-
-
-def centres(model: ColmapModel) -> dict[str, np.ndarray]:
-    return {im.name: -qvec_to_rotmat(im.qvec).T @ im.tvec for im in model.images.values()}
 
 
 def _train(config: Path, exp_dir: Path, *overrides: str) -> dict:

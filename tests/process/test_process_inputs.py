@@ -104,6 +104,8 @@ def test_video_and_option_errors(tmp_path, capsys):
     assert code == 2 and "t.bin: file not found" in err
     code, err = _run(["--images", str(photos), "--out", str(tmp_path / "o"), "--num-frames", "1"], capsys)
     assert code == 2 and "--num-frames: must be >= 3" in err
+    code, err = _run(["--images", str(photos), "--out", str(tmp_path / "o"), "--retrieval-neighbors", "0"], capsys)
+    assert code == 2 and "--retrieval-neighbors: must be >= 1, got 0" in err
 
 
 def test_video_without_frames_and_not_a_video(tmp_path):
