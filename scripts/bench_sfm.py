@@ -42,7 +42,7 @@ from pointrix_lite.data.demo.make import ensure_generated  # noqa: E402
 from pointrix_lite.process import sfm  # noqa: E402
 from pointrix_lite.process.colmap_import import import_pycolmap  # noqa: E402
 from pointrix_lite.process.compare import compare_cameras  # noqa: E402
-from pointrix_lite.process.options import ProcessOptions  # noqa: E402
+from pointrix_lite.process.options import RETRIEVAL_NEIGHBORS, ProcessOptions  # noqa: E402
 
 FULL = 300
 SIZES = {1: (1152, 864), 2: (1632, 1224)}  # megapixels -> (width, height), 4:3 like a phone
@@ -101,6 +101,7 @@ def main() -> None:
     p.add_argument("--mappers", default="incremental,global")
     p.add_argument("--exhaustive-up-to", type=int, default=50, help="larger sets: exhaustive is estimated")
     p.add_argument("--threads", type=int, default=-1)
+    p.add_argument("--neighbors", type=int, default=RETRIEVAL_NEIGHBORS, help="retrieval: --retrieval-neighbors")
     p.add_argument("--to-model", type=int, metavar="N", help="photos -> process.py -> train.py on N photos")
     p.add_argument("--config", default="configs/colmap_cpu.yaml", help="--to-model: the training config")
     args = p.parse_args()
@@ -130,7 +131,9 @@ def main() -> None:
         per_pair: float | None = None  # exhaustive seconds per pair, measured on the largest set it ran on
         for n in counts:
             names = subset(n)
-            opts = ProcessOptions(out=work, images=folder / "images", threads=args.threads)
+            opts = ProcessOptions(
+                out=work, images=folder / "images", threads=args.threads, retrieval_neighbors=args.neighbors
+            )
             features = work / f"features_{n}.db"
             done = set()
             if previous is not None:
@@ -153,7 +156,8 @@ def main() -> None:
                 (matched, verified), secs = timed(sfm.match_features, pycolmap, db, matcher, opts)
                 if matcher == "exhaustive":
                     per_pair = secs / max(matched, 1)
-                record(stage="matching", mp=mp, n=n, matcher=matcher, pairs=matched, verified=verified, seconds=secs,
+                record(stage="matching", mp=mp, n=n, matcher=matcher, neighbors=args.neighbors, pairs=matched,
+                       verified=verified, seconds=secs,
                        per_image=secs / n, per_pair=secs / max(matched, 1))  # fmt: skip
                 for mapper in args.mappers.split(","):
                     opts.mapper = mapper

@@ -29,7 +29,9 @@ def unit_rows(descriptors: np.ndarray) -> torch.Tensor:
 
 def nearest_word(x: torch.Tensor, vocab: torch.Tensor) -> torch.Tensor:
     """``[N]`` index of the word (row of ``vocab`` ``[W, D]``) with the largest cosine to each row of ``x`` ``[N, D]``."""
-    return torch.cat([(x[i : i + CHUNK] @ vocab.T).argmax(1) for i in range(0, len(x), CHUNK)]) if len(x) else x.new_zeros(0, dtype=torch.long)
+    if len(x) == 0:
+        return torch.zeros(0, dtype=torch.long)
+    return torch.cat([(x[i : i + CHUNK] @ vocab.T).argmax(1) for i in range(0, len(x), CHUNK)])
 
 
 def train_vocabulary(samples: torch.Tensor, words: int, iters: int = KMEANS_ITERS, seed: int = 0) -> torch.Tensor:

@@ -53,6 +53,10 @@ def test_pair_count_grows_linearly():
     pairs = retrieval.retrieval_pairs(descriptors, neighbours=3, overlap=RETRIEVAL_OVERLAP)
     assert len(pairs) <= n * (3 + RETRIEVAL_OVERLAP) < n * (n - 1) // 2
     assert retrieval.sequential_pairs(5, 2) == {(0, 1), (0, 2), (1, 2), (1, 3), (2, 3), (2, 4), (3, 4)}
+    # A photo without features (blank, black) keeps its neighbours by name and breaks nothing.
+    descriptors[3] = np.zeros((0, 128), np.uint8)
+    pairs = retrieval.retrieval_pairs(descriptors, neighbours=3, overlap=1)
+    assert {(2, 3), (3, 4)} <= set(pairs) and len(pairs) <= n * 4
 
 
 def test_similar_pairs_are_the_top_cosines():
