@@ -43,7 +43,10 @@ def select_frames(
         raise DataError(f"--video {video}: the video has no frames")
     n = max(1, min(num_frames, total))
     window = lambda i: min(n - 1, i * n // total)  # noqa: E731 - frame index -> window
-    middle = {w: (w * total // n + ((w + 1) * total // n - 1)) // 2 for w in range(n)}
+    # Window w holds frames ceil(w total / n) .. ceil((w + 1) total / n) - 1, exactly those window() maps to it
+    # (rounding the bounds down instead left most windows without their middle frame when n does not divide total).
+    start = [-(-w * total // n) for w in range(n + 1)]
+    middle = {w: (start[w] + start[w + 1] - 1) // 2 for w in range(n)}
     best: dict[int, tuple[float, np.ndarray]] = {}
     try:
         reader = imageio_ffmpeg.read_frames(str(video))

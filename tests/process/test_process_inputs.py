@@ -248,3 +248,32 @@ def test_sharp_frames_are_chosen_from_blurred_duplicates(tmp_path):
         got = iio.imread(tmp_path / "middle" / name).astype(np.float64)
         sharp, blurred = originals[k]
         assert np.abs(got - blurred).mean() < np.abs(got - sharp).mean(), k
+
+
+def test_every_window_gives_its_middle_frame_when_the_count_does_not_divide(tmp_path):
+    """120 frames into 100 windows (and 7 frames into 3): one frame per window, its middle one."""
+    import imageio_ffmpeg
+
+    from pointrix_lite.process.video import select_frames
+
+    for total, n in ((120, 100), (7, 3)):
+        video = tmp_path / f"count_{total}.mp4"
+        writer = imageio_ffmpeg.write_frames(str(video), (16, 16), fps=10, codec="libx264", quality=None,
+                                             output_params=["-qp", "0"], pix_fmt_out="yuv444p", macro_block_size=1)  # fmt: skip
+        writer.send(None)
+        for i in range(total):  # frame i = 60 a + b shows red 4 b + 2, green 100 a + 50: read back despite +-1 codec error
+            frame = np.zeros((16, 16, 3), np.uint8)
+            frame[..., 0], frame[..., 1] = 4 * (i % 60) + 2, 100 * (i // 60) + 50
+            writer.send(frame)
+        writer.close()
+        names = select_frames(video, tmp_path / f"frames_{total}", n, sharp=False)
+        assert len(names) == n
+        got = []
+        for name in names:
+            rgb = iio.imread(tmp_path / f"frames_{total}" / name).reshape(-1, 3).mean(0)
+            got.append(60 * round((rgb[1] - 50) / 100) + round((rgb[0] - 2) / 4))
+        # window w: the frames i with floor(i n / total) == w; the middle one of them
+        windows = [[i for i in range(total) if i * n // total == w] for w in range(n)]
+        expected = [frames[(len(frames) - 1) // 2] for frames in windows]
+        assert got == expected, (total, n)
+
