@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from pointrix_lite.data.colmap_io import ColmapModel, read_model  # noqa: E402
-from pointrix_lite.data.demo.capture import capture_cameras, ensure_capture, write_truth  # noqa: E402
+from pointrix_lite.data.demo.capture import capture_cameras, ensure_capture, photo_name, write_truth  # noqa: E402
 from pointrix_lite.data.demo.make import ensure_generated  # noqa: E402
 from pointrix_lite.process import sfm  # noqa: E402
 from pointrix_lite.process.colmap_import import import_pycolmap  # noqa: E402
@@ -83,7 +83,7 @@ def only(model: ColmapModel, names: list[str]) -> ColmapModel:
 def subset(n: int) -> list[str]:
     if FULL % n:
         raise SystemExit(f"--counts: {n} does not divide {FULL}")
-    return [f"IMG_{i + 1:04d}.jpg" for i in range(0, FULL, FULL // n)]
+    return [f"{photo_name(i)}.jpg" for i in range(0, FULL, FULL // n)]
 
 
 def timed(fn, *args, **kwargs):

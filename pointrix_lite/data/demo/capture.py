@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cameras import look_at, rotmat_to_qvec
-from ..colmap_io import ColmapCamera, ColmapImage, ColmapModel, write_model
-from .make import ensure_generated
+from ..cameras import look_at
+from ..colmap_io import write_model
+from .make import ensure_generated, pinhole_model
 from .photo import FOCAL, LIGHTING, TARGET, WIDTH, build_photo_scene
 from .scene import DemoCamera, render
 
@@ -28,6 +28,11 @@ AIM_JITTER = 0.12  # scene units: the point each photo aims at wanders around th
 DISTANCE_JITTER = 0.05  # relative
 JPEG_QUALITY = 90
 SEED = 0
+
+
+def photo_name(index: int) -> str:
+    """The name (no suffix) of the capture's photo ``index`` (0-based), as a phone names it."""
+    return f"IMG_{index + 1:04d}"
 
 
 def capture_cameras(n: int, width: int, height: int) -> list[DemoCamera]:
@@ -49,8 +54,8 @@ def capture_cameras(n: int, width: int, height: int) -> list[DemoCamera]:
             r = distance * (1 + DISTANCE_JITTER * rng.uniform(-1, 1))
             eye = TARGET + r * np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
             aim = TARGET + AIM_JITTER * rng.uniform(-1, 1, 3)
-            name = f"IMG_{len(cams) + 1:04d}"
-            cams.append(DemoCamera(name, look_at(eye, aim), focal, focal, width / 2, height / 2, width, height))
+            w2c = look_at(eye, aim)
+            cams.append(DemoCamera(photo_name(len(cams)), w2c, focal, focal, width / 2, height / 2, width, height))
     return cams
 
 
@@ -70,13 +75,7 @@ def _render_jpeg(args: tuple[DemoCamera, Path]) -> None:
 
 def write_truth(folder: Path, cams: list[DemoCamera]) -> None:
     """The cameras as a COLMAP model (``cameras.bin``, ``images.bin``, empty ``points3D.bin``)."""
-    c0 = cams[0]
-    camera = ColmapCamera(1, "PINHOLE", c0.width, c0.height, np.array([c0.fx, c0.fy, c0.cx, c0.cy]))
-    images = {
-        i + 1: ColmapImage(i + 1, rotmat_to_qvec(c.w2c[:3, :3]), c.w2c[:3, 3].copy(), 1, f"{c.name}.jpg")
-        for i, c in enumerate(cams)
-    }
-    write_model(ColmapModel({1: camera}, images, np.zeros((0, 3)), np.zeros((0, 3), np.uint8), {}), folder, binary=True)
+    write_model(pinhole_model(cams, ".jpg", np.zeros((0, 3)), np.zeros((0, 3), np.uint8)), folder, binary=True)
 
 
 def generate_capture(out: Path, n: int, width: int, height: int, workers: int = 2) -> None:

@@ -67,19 +67,25 @@ def _write_nerf_synthetic(root: Path, cams: list[DemoCamera], images: list[np.nd
     write_ply_points(root / "points3d.ply", cloud)
 
 
+def pinhole_model(cams: list[DemoCamera], suffix: str, xyz: np.ndarray, rgb: np.ndarray) -> ColmapModel:
+    """``cams`` as a COLMAP model: one PINHOLE camera (``cams[0]``'s intrinsics), images named
+    ``<name><suffix>``, points ``xyz [N, 3]`` float64 with colours ``rgb [N, 3]`` uint8."""
+    c0 = cams[0]
+    camera = ColmapCamera(1, "PINHOLE", c0.width, c0.height, np.array([c0.fx, c0.fy, c0.cx, c0.cy]))
+    images = {
+        i + 1: ColmapImage(i + 1, rotmat_to_qvec(c.w2c[:3, :3]), c.w2c[:3, 3].copy(), 1, f"{c.name}{suffix}")
+        for i, c in enumerate(cams)
+    }
+    return ColmapModel({1: camera}, images, xyz, rgb, {})
+
+
 def write_colmap(root: Path, cams: list[DemoCamera], images: list[np.ndarray], cloud: PointCloud) -> None:
     """``root/images/<name>.png`` and ``root/sparse/0/*.bin``; one PINHOLE camera (``cams[0]``'s intrinsics)."""
     (root / "images").mkdir(parents=True)
     for cam, img in zip(cams, images):
         write_png(root / "images" / f"{cam.name}.png", img)
-    c0 = cams[0]
-    camera = ColmapCamera(1, "PINHOLE", c0.width, c0.height, np.array([c0.fx, c0.fy, c0.cx, c0.cy]))
-    colmap_images = {
-        i + 1: ColmapImage(i + 1, rotmat_to_qvec(c.w2c[:3, :3]), c.w2c[:3, 3].copy(), 1, f"{c.name}.png")
-        for i, c in enumerate(cams)
-    }
     rgb = np.rint(cloud.rgb.numpy().astype(np.float64) * 255.0).astype(np.uint8)
-    model = ColmapModel({1: camera}, colmap_images, cloud.xyz.numpy().astype(np.float64), rgb, {})
+    model = pinhole_model(cams, ".png", cloud.xyz.numpy().astype(np.float64), rgb)
     write_model(model, root / "sparse" / "0", binary=True)
 
 
