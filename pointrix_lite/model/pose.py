@@ -52,3 +52,56 @@ class PoseCorrection(nn.Module):
         """Corrected [C, 4, 4] world-to-camera matrices for ``viewmats [C, 4, 4]`` of views ``ids [C]``."""
         T = self.transforms(ids)
         return T @ viewmats.to(dtype=T.dtype, device=T.device)
+
+    @torch.no_grad()
+    def set_transforms(self, T: Tensor) -> None:
+        """Make the corrections of all views equal ``T [V, 4, 4]`` (rigid), the inverse of :meth:`transforms`.
+
+        The 6D rotation is written as the rotation's first two columns, which Gram-Schmidt maps back to
+        the same rotation; the translation is ``T``'s.
+        """
+        T = T.to(self.delta)
+        self.delta[:, :3] = T[:, :3, 3]
+        self.delta[:, 3:] = torch.cat((T[:, :3, 0], T[:, :3, 1]), dim=-1) - self.identity_6d
+
+
+def _project_to_rotation(m: Tensor) -> Tensor:
+    """Nearest rotation to ``m [3, 3]`` (Frobenius): the chordal mean when ``m`` is a sum of rotations."""
+    u, _, vt = torch.linalg.svd(m)
+    d = torch.sign(torch.linalg.det(u @ vt))
+    return u @ torch.diag(torch.stack((torch.ones_like(d), torch.ones_like(d), d))) @ vt
+
+
+def remove_common_motion(corrected: Tensor, viewmats: Tensor) -> Tensor:
+    """Corrected world-to-camera matrices with the set's common similarity motion taken out.
+
+    Pose refinement has a gauge freedom: moving, turning or scaling *all* training cameras together
+    (and the Gaussians with them) explains the images as well as before, so Adam lets the refined
+    set drift as a whole, and test cameras, which keep the given poses, no longer see the scene
+    where it is. This finds that common motion of the camera set, from ``viewmats`` to ``corrected``
+    (rotation: chordal mean of each camera's world-frame turn; scale: ratio of the centres' RMS
+    spreads; translation: the centroid's move), and undoes it, so only each camera's motion
+    *relative to the others* remains: the centroid, the spread and the mean orientation of the set
+    stay those of the given poses.
+
+    Args:
+        corrected: ``[V, 4, 4]`` refined world-to-camera matrices.
+        viewmats: ``[V, 4, 4]`` the given ones, same order.
+
+    Returns:
+        ``[V, 4, 4]`` refined matrices in the given poses' gauge (float64).
+    """
+    c2w = torch.linalg.inv(viewmats.double())
+    c2w_new = torch.linalg.inv(corrected.double())
+    rot, rot_new = c2w[:, :3, :3], c2w_new[:, :3, :3]
+    centres, centres_new = c2w[:, :3, 3], c2w_new[:, :3, 3]
+    turn = _project_to_rotation((rot_new @ rot.transpose(1, 2)).sum(0))
+    mean, mean_new = centres.mean(0), centres_new.mean(0)
+    spread = (centres - mean).square().sum(-1).mean().sqrt()
+    spread_new = (centres_new - mean_new).square().sum(-1).mean().sqrt()
+    scale = spread_new / spread if float(spread) > 0.0 and float(spread_new) > 0.0 else torch.ones_like(spread)
+    # camera-to-world of the fixed set: x -> turn^T (x - mean_new) / scale + mean for centres
+    fixed = c2w_new.clone()
+    fixed[:, :3, :3] = turn.T @ rot_new
+    fixed[:, :3, 3] = ((centres_new - mean_new) @ turn) / scale + mean
+    return torch.linalg.inv(fixed)

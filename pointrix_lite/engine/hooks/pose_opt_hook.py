@@ -29,7 +29,7 @@ from ... import distributed, progress
 from ...config import OptionError
 from ...errors import ConfigError
 from ...metrics.aggregate import mean_metrics, metric_float
-from ...model.pose import PoseCorrection
+from ...model.pose import PoseCorrection, remove_common_motion
 from ...model.pose_align import align_pose
 from ...registry import HOOKS
 from ..priority import Priority
@@ -64,6 +64,10 @@ class PoseOptHook(Hook):
         # first fit (render + backward per step, ~30-60 steps), kept to compare with
         test_align_method: Literal["gauss_newton", "adam"] = "gauss_newton"
         test_align_lr: float = 1e-3  # Adam lr of the fit (test_align_method: adam)
+        # mean: after every step take the training cameras' common motion (turn, shift, scale of the whole set)
+        # out of the corrections, so that the set cannot drift away from the test cameras' frame; none: Adam's
+        # corrections as they are (gsplat)
+        gauge: Literal["mean", "none"] = "none"
 
         def __post_init__(self) -> None:
             if not self.lr > 0.0:
@@ -78,6 +82,7 @@ class PoseOptHook(Hook):
     def __init__(self, config: Config | None = None) -> None:
         super().__init__(config or self.Config())
         self.correction: PoseCorrection | None = None
+        self.given: torch.Tensor | None = None  # [V, 4, 4] the training views' given poses, row = View.index
         self.optimizer: torch.optim.Adam | None = None
         self.per_view_aligned: dict[str, dict[str, float | None]] = {}  # test views scored on fitted poses
 
@@ -85,6 +90,12 @@ class PoseOptHook(Hook):
         trainer = self.trainer
         n_views = len(trainer.dataset.train_views)
         self.correction = PoseCorrection(n_views).to(trainer.device)
+        if self.config.gauge == "mean":
+            views = trainer.dataset.train_views
+            check_view_rows("PoseOptHook", "pose correction", n_views, views)
+            self.given = torch.eye(4, dtype=torch.float64).repeat(n_views, 1, 1)
+            for v in views:
+                self.given[v.index] = torch.as_tensor(v.camera.viewmat, dtype=torch.float64).cpu()
         lr = self.config.lr * math.sqrt(trainer.effective_batch_size)
         self.optimizer = torch.optim.Adam(self.correction.parameters(), lr=lr, weight_decay=self.config.weight_decay)
 
@@ -105,6 +116,17 @@ class PoseOptHook(Hook):
         distributed.all_reduce_gradients(self.correction.parameters())
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.given is not None:
+            self._hold_gauge()
+
+    def _hold_gauge(self) -> None:
+        """Take the common motion of all training cameras out of the corrections (``gauge: mean``)."""
+        assert self.correction is not None and self.given is not None
+        with torch.no_grad():
+            ids = torch.arange(self.given.shape[0], device=self.correction.delta.device)
+            corrected = self.correction.transforms(ids).double().cpu() @ self.given
+            fixed = remove_common_motion(corrected, self.given)
+            self.correction.set_transforms(fixed @ torch.linalg.inv(self.given))
 
     def before_test_epoch(self) -> None:
         self.per_view_aligned = {}
