@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import numpy as np
 from PIL import Image
 
 from ..data.masks import read_mask
 from ..errors import DataError
+from .undistort import photo_positions, warp
 
 
 def _source(mask_dir: Path, name: str) -> Path:
@@ -54,34 +54,17 @@ def write_colmap_masks(mask_dir: Path, names: list[str], dst: Path) -> Path:
     return dst
 
 
-def undistort_masks(
-    pycolmap: ModuleType, model_dir: Path, undistorted_dir: Path, mask_dir: Path, out: Path, options: Any
-) -> list[Path]:
+def undistort_masks(pycolmap: ModuleType, model_dir: Path, undistorted_dir: Path, mask_dir: Path, out: Path) -> list[Path]:
     """Warp the mask of every image of the undistorted model (``undistorted_dir``) from its distorted
-    camera in ``model_dir`` exactly as its photo was (``options``: the photos' undistortion options),
-    but nearest neighbour, so a mask stays 0/1; pixels that see nothing of the photo are ignored.
-
-    Raises:
-        DataError: COLMAP's undistorted camera for a mask differs from the photo's.
-    """
+    camera in ``model_dir`` exactly as its photo was (:mod:`.undistort`), but nearest neighbour, so a
+    mask stays 0/1; pixels that see nothing of the photo are ignored."""
     distorted = pycolmap.Reconstruction(str(model_dir))
     undistorted = pycolmap.Reconstruction(str(undistorted_dir))
-    options.warp_options.interpolation = pycolmap.WarpImageOptions.Interpolation.NEAREST_NEIGHBOR
-    options.warp_options.direct_warp_min_scale = 0.0  # always sample the mask itself, never a smoothed copy
     written = []
     for image in sorted(undistorted.images.values(), key=lambda im: im.name):
-        src = _source(mask_dir, image.name)
-        keep = read_mask(src)
         camera = distorted.cameras[distorted.find_image_with_name(image.name).camera_id]
-        bitmap = pycolmap.Bitmap.from_array(np.where(keep, 255, 0).astype(np.uint8))
-        warped, warped_camera = pycolmap.undistort_image(options, bitmap, camera)
-        target = undistorted.cameras[image.camera_id]
-        if (warped_camera.width, warped_camera.height) != (target.width, target.height):
-            raise DataError(
-                f"{src}: undistorted to {warped_camera.width}x{warped_camera.height} but its photo "
-                f"{image.name} to {target.width}x{target.height}"
-            )
+        keep = read_mask(_source(mask_dir, image.name))
         path = out / f"{Path(image.name).stem}.png"
-        _write(path, np.asarray(warped.to_array()).reshape(target.height, target.width, -1)[..., 0] > 0)
+        _write(path, warp(keep, photo_positions(camera, undistorted.cameras[image.camera_id]), nearest=True))
         written.append(path)
     return written

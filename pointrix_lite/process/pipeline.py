@@ -14,6 +14,7 @@ from .downscale import write_downscaled
 from .inputs import ImageSet, scan_images
 from .options import ProcessOptions
 from .report import Summary, print_summary, write_summary
+from .undistort import undistort
 from . import sfm
 
 STAGE_FILE = "stage.txt"  # the stage running now: the parent names it if pycolmap aborts the worker
@@ -134,15 +135,14 @@ def _structure_from_motion(
     summary.reprojection_error = float(rec.compute_mean_reprojection_error())
     summary.num_points = int(rec.num_points3D())
     with stages.stage("undistort", "to PINHOLE") as st:
-        sfm.undistort(pycolmap, colmap_dir / "sparse" / str(chosen.index), images.root, colmap_dir / "undistorted",
-                      opts.out, opts.threads)
+        undistort(pycolmap, colmap_dir / "sparse" / str(chosen.index), images.root, opts.out, opts.threads)
         st.done(f"{opts.out / 'images'}, {opts.out / 'sparse' / '0'}")
     if opts.masks is not None:
         from .masks import undistort_masks
 
         with stages.stage("masks", "undistorting") as st:
             written = undistort_masks(pycolmap, colmap_dir / "sparse" / str(chosen.index), opts.out / "sparse" / "0",
-                                      opts.masks, opts.out / "masks", sfm.undistort_options(pycolmap))
+                                      opts.masks, opts.out / "masks")
             st.done(f"{len(written)} masks -> {opts.out / 'masks'}")
     # What training reads: the undistorted cameras (undistortion changes the image size).
     sizes = [(int(c.width), int(c.height)) for c in pycolmap.Reconstruction(str(opts.out / "sparse" / "0")).cameras.values()]

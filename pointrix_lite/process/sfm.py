@@ -1,4 +1,4 @@
-"""The pycolmap stages: features -> matches -> map -> pick a model -> undistort to PINHOLE.
+"""The pycolmap stages: features -> matches -> map -> pick a model (undistortion: :mod:`.undistort`).
 
 Every function takes the imported ``pycolmap`` module (see :mod:`.colmap_import`) and a progress
 callback; failures the user can act on are one-line :class:`~pointrix_lite.errors.DataError`.
@@ -6,7 +6,6 @@ callback; failures the user can act on are one-line :class:`~pointrix_lite.error
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,23 +221,3 @@ def check_intrinsics(rec: Any, camera_model: str) -> list[tuple[float, float]]:
             )
         focals.append((fx, fy))
     return focals
-
-
-def undistort_options(pycolmap: ModuleType) -> Any:
-    """The undistortion options of the photos; masks take the same (only their interpolation differs)."""
-    return pycolmap.UndistortCameraOptions()
-
-
-def undistort(pycolmap: ModuleType, model_dir: Path, image_dir: Path, work_dir: Path, out: Path, threads: int) -> None:
-    """Undistort the registered images to PINHOLE: ``out/images`` and ``out/sparse/0/*.bin``."""
-    if work_dir.exists():
-        shutil.rmtree(work_dir)
-    options = undistort_options(pycolmap)
-    pycolmap.undistort_images(work_dir, model_dir, image_dir, undistort_options=options, num_threads=threads)
-    (out / "sparse").mkdir(parents=True, exist_ok=True)
-    shutil.move(str(work_dir / "images"), str(out / "images"))
-    target = out / "sparse" / "0"
-    target.mkdir()
-    for f in (work_dir / "sparse").glob("*.bin"):
-        shutil.move(str(f), str(target / f.name))
-    shutil.rmtree(work_dir)  # what is left are COLMAP's dense-stereo scripts

@@ -16,6 +16,7 @@ from pointrix_lite.process import sfm
 from pointrix_lite.process.colmap_import import import_pycolmap
 from pointrix_lite.process.masks import undistort_masks, write_colmap_masks
 from pointrix_lite.process.options import ProcessOptions
+from pointrix_lite.process.undistort import undistort
 
 W, H = 96, 72
 
@@ -103,9 +104,9 @@ def test_masks_are_undistorted_with_the_photo_mapping(tmp_path, k):
         _mask(tmp_path / "masks" / f"{Path(name).stem}.png", keeps[name])
         Image.fromarray(np.repeat(np.where(keeps[name], 255, 0).astype(np.uint8)[..., None], 3, -1)).save(
             tmp_path / "photos" / name)  # fmt: skip
-    sfm.undistort(pycolmap, tmp_path / "distorted", tmp_path / "photos", tmp_path / "work", tmp_path / "out", 1)
+    undistort(pycolmap, tmp_path / "distorted", tmp_path / "photos", tmp_path / "out", 1)
     written = undistort_masks(pycolmap, tmp_path / "distorted", tmp_path / "out/sparse/0", tmp_path / "masks",
-                              tmp_path / "out/masks", sfm.undistort_options(pycolmap))  # fmt: skip
+                              tmp_path / "out/masks")  # fmt: skip
     assert sorted(p.name for p in written) == ["p0.png", "p1.png"]
     model = read_model(tmp_path / "out/sparse/0")
     pinhole = next(iter(model.cameras.values()))
