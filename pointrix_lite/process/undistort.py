@@ -108,8 +108,9 @@ def _write_image(path: Path, image: np.ndarray) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".png":
         write_png(path, image)
-    else:  # the photo's own format, as COLMAP writes it; JPEG at a quality that adds little loss
-        Image.fromarray(image).save(path, quality=95)
+    else:  # the photo's own format, as COLMAP writes it. JPEG re-encoding of a 1 MP photo measured
+        # 51.2 dB at quality 95, 56.4 dB at 100 without chroma subsampling (COLMAP's files lie between)
+        Image.fromarray(image).save(path, quality=100, subsampling=0)
 
 
 def undistort(pycolmap: ModuleType, model_dir: Path, image_dir: Path, out: Path, threads: int) -> None:
