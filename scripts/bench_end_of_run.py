@@ -31,23 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 import bench_revision  # noqa: E402
+from bench_data import SCENES, scene_root  # noqa: E402,F401 (bench_sfm_quality imports scene_root from here)
 from bench_train import compare_spec, config_file, worker_env  # noqa: E402
-
-SCENES = {"photo160": ("bench_photo_160x800", 160, 800, 800), "photo": ("bench_photo", None, None, None)}
-
-
-def scene_root(name: str) -> Path:
-    sys.path.insert(0, str(REPO))
-    from pointrix_lite.data.demo.photo import ensure_photo_scene
-    from pointrix_lite.errors import PointrixError
-
-    folder, *shape = SCENES[name]
-    try:
-        if shape[0] is None:
-            return ensure_photo_scene(REPO / "data" / folder) / "colmap"
-        return ensure_photo_scene(REPO / "data" / folder, *shape) / "colmap"
-    except PointrixError as e:  # e.g. scikit-image missing: one line, not a traceback
-        raise SystemExit(f"error: --scene {name}: {e}") from None
 
 
 def prebuild(tree: Path) -> None:

@@ -40,6 +40,7 @@ from typing import Any, Iterator
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 import bench_revision  # noqa: E402
+from bench_data import SCENES, scene_root  # noqa: E402
 
 TAG = "@@bench "  # worker result lines; anything else a worker prints is passed through to stderr
 
@@ -290,8 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2, help="--against step timing: alternating rounds per tree")
     p.add_argument("--compare", nargs="+", metavar="CFG[@REV][+k=v]", help="whole val-PSNR curves, side by side")
     p.add_argument("--max-seconds", type=float, help="curve modes: stop a run after this many training seconds")
-    p.add_argument("--scene", choices=("demo", "photo"), default="demo",
-                   help="photo: generate the 400x300 photo-textured COLMAP scene and train on it")
+    p.add_argument("--scene", choices=("demo", *SCENES), default="demo",
+                   help="photo / clutter / photo160: generate that COLMAP scene (scripts/bench_data.py) and train on it")
     p.add_argument("--plot", type=Path, help="curve modes: write PSNR-vs-seconds/steps PNG here")
     p.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "pointrix_bench_train")
     p.add_argument("--worker-steps", help=argparse.SUPPRESS)
@@ -308,16 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="configs_", dir=args.out))
     overrides = list(args.overrides)
-    if args.scene == "photo":
-        sys.path.insert(0, str(REPO))
-        from pointrix_lite.data.demo.photo import ensure_photo_scene
-        from pointrix_lite.errors import PointrixError
-
-        try:
-            root = ensure_photo_scene(REPO / "data" / "bench_photo")
-        except PointrixError as e:  # e.g. scikit-image missing: one line, not a traceback
-            raise SystemExit(f"error: --scene photo: {e}") from None
-        overrides = [f"dataset.data_path={root / 'colmap'}", "dataset.white_background=false", *overrides]
+    if args.scene != "demo":
+        overrides = [f"dataset.data_path={scene_root(args.scene)}", "dataset.white_background=false", *overrides]
     print(f"{os.cpu_count()} CPUs, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     keep = ["ResolutionScheduleHook"]  # recipe hooks that change what a step trains on

@@ -186,9 +186,13 @@ def photo_cameras(n_views: int = N_VIEWS, width: int = WIDTH, height: int = HEIG
 
 def generate_photo_scene(out: Path, n_views: int = N_VIEWS, width: int = WIDTH, height: int = HEIGHT) -> None:
     """Render the scene and write its COLMAP layout to ``out/colmap`` (``out`` must not exist yet)."""
+    write_scene(out, build_photo_scene(), photo_cameras(n_views, width, height))
+
+
+def write_scene(out: Path, scene: PhotoScene, cams: list[DemoCamera]) -> None:
+    """Render ``scene`` from ``cams`` (supersampled) and write the COLMAP layout to ``out/colmap``, with
+    SfM-like noisy points (``out`` must not exist yet)."""
     out.mkdir(parents=True)
-    scene = build_photo_scene()
-    cams = photo_cameras(n_views, width, height)
     images = []
     for cam in cams:
         rgb = render(scene.prims_for(cam, SUPERSAMPLE), cam, SUPERSAMPLE, LIGHTING)
