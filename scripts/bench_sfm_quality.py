@@ -6,8 +6,8 @@
     python scripts/bench_sfm_quality.py --variants true,sfm --set seed=1     # run-to-run spread
 
 A scene with true cameras and true surface points (``photo``: the 56-view 400x300 photo scene of
-:mod:`pointrix_lite.data.demo.photo`, generated into ``data/bench_photo`` on first use; ``demo320``: the
-demo's 48 views at 320 px, generated under ``--root``) goes through ``scripts/process.py`` as a user's
+:mod:`pointrix_lite.data.demo.photo`, generated into ``data/bench_photo`` on first use, or another
+scene of ``scripts/bench_data.py``; ``demo320``: the demo's 48 views at 320 px, generated under ``--root``) goes through ``scripts/process.py`` as a user's
 photos would (SIMPLE_RADIAL, exhaustive matching, undistortion to PINHOLE); its raw SfM model is also
 undistorted by ``pycolmap.undistort_images`` (process.py's undistortion until issue 25). Every variant
 is then a COLMAP folder under ``--root`` that differs from the true scene (``true``) in one thing only:
@@ -55,7 +55,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
-from bench_end_of_run import run_one, scene_root  # noqa: E402
+import bench_data  # noqa: E402
+from bench_end_of_run import run_one  # noqa: E402
 from bench_sfm import cpu_name, only  # noqa: E402
 from pointrix_lite.data.cameras import qvec_to_rotmat, rotmat_to_qvec  # noqa: E402
 from pointrix_lite.data.colmap_io import ColmapCamera, ColmapModel, read_model, write_model  # noqa: E402
@@ -175,14 +176,15 @@ VARIANTS = [
     "true", "undistorted", "colmap_undistorter", "colmap_undistorter_sharp_test", "sfm_intrinsics", "pp_shift",
     "sfm_poses", "sfm_poses_no_outliers", "sfm_points", "sfm_frame", "scaled", "sfm", "sfm_colmap_undistorter", "sfm_poseopt",
 ]  # fmt: skip
-# demo320: the issue's first measurement, 48 demo views rendered at 320 px and trained at 160 (white background)
-SCENES = {"photo": [], "demo320": ["dataset.white_background=true", "dataset.scale=2"]}
+# Each scene's overrides. demo320: the issue's first measurement, 48 demo views rendered at 320 px and
+# trained at 160 (white background); the others are scripts/bench_data.py's benchmark scenes.
+SCENES = {**{name: [] for name in bench_data.SCENES}, "demo320": ["dataset.white_background=true", "dataset.scale=2"]}
 
 
 def true_scene(name: str, root: Path) -> Path:
     """The COLMAP folder of a scene with its true cameras and points, generated on first use."""
-    if name == "photo":
-        return scene_root("photo")
+    if name in bench_data.SCENES:
+        return bench_data.scene_root(name)
     return ensure_generated(root / "demo_320", "the demo scene at 320 px", lambda f: generate_demo(f, 48, 320)) / "colmap"
 
 
