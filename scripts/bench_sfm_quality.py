@@ -59,6 +59,7 @@ import bench_data  # noqa: E402
 from bench_end_of_run import run_one  # noqa: E402
 from bench_sfm import cpu_name, only  # noqa: E402
 from pointrix_lite.data.cameras import qvec_to_rotmat, rotmat_to_qvec  # noqa: E402
+from pointrix_lite.data.colmap import pinhole_intrinsics  # noqa: E402
 from pointrix_lite.data.colmap_io import ColmapCamera, ColmapModel, read_model, write_model  # noqa: E402
 from pointrix_lite.data.demo.make import ensure_generated, generate_demo  # noqa: E402
 from pointrix_lite.process.colmap_import import import_pycolmap  # noqa: E402
@@ -119,13 +120,19 @@ def sharp_tests(model: ColmapModel, camera: ColmapCamera, images: Path, true_ima
     return dataclasses.replace(model, cameras=cameras, images=kept), files
 
 
+def focal_centre(camera: ColmapCamera) -> tuple[float, float, float]:
+    """``(fx, cx, cy)`` of a PINHOLE or SIMPLE_PINHOLE camera (COLMAP's undistorter keeps SIMPLE_PINHOLE)."""
+    fx, _, cx, cy = pinhole_intrinsics(camera, Path("cameras.bin"))
+    return fx, cx, cy
+
+
 def exact_pinhole(truth: ColmapModel, raw: ColmapCamera, undistorted: ColmapCamera) -> ColmapModel:
     """``truth``'s images on the pinhole camera that describes the ``undistorted`` photos exactly, given
     the true lens: an undistorted pixel u shows the photo pixel f_s / f_u (u - cx_u) + cx_s (SfM's radial
     term left out), which the true camera sees along the ray of that photo pixel."""
-    f_t, cx_t, cy_t = (float(v) for v in next(iter(truth.cameras.values())).params[[0, 2, 3]])
-    f_s, cx_s, cy_s = (float(v) for v in raw.params[:3])
-    f_u, cx_u, cy_u = (float(v) for v in undistorted.params[[0, 2, 3]])
+    f_t, cx_t, cy_t = focal_centre(next(iter(truth.cameras.values())))
+    f_s, cx_s, cy_s = (float(v) for v in raw.params[:3])  # SIMPLE_RADIAL, SIMPLE_PINHOLE: f, cx, cy first
+    f_u, cx_u, cy_u = focal_centre(undistorted)
     ratio = f_u / f_s
     return pinhole(truth, f_t * ratio, cx_u + (cx_t - cx_s) * ratio, cy_u + (cy_t - cy_s) * ratio,
                    undistorted.width, undistorted.height)  # fmt: skip
@@ -147,7 +154,7 @@ def with_true_outliers(model: ColmapModel, truth: ColmapModel) -> ColmapModel:
 def variant_models(c: Chain) -> dict[str, tuple[ColmapModel, Path | dict[str, Path]]]:
     """Each variant's model and images (every model holds the images SfM registered, by name)."""
     true_cam, raw_cam = next(iter(c.truth.cameras.values())), next(iter(c.raw.cameras.values()))
-    f_t, cx_t, cy_t = (float(v) for v in true_cam.params[[0, 2, 3]])
+    f_t, cx_t, cy_t = focal_centre(true_cam)
     w, h = true_cam.width, true_cam.height
     truth = only(c.truth, [im.name for im in c.undistorted.images.values()])
     sfm_in_true = moved(c.undistorted, c.s, c.R, c.t)
