@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 import bench_revision  # noqa: E402
-from bench_data import SCENES, scene_root  # noqa: E402,F401 (bench_sfm_quality imports scene_root from here)
+from bench_data import SCENES, scene_root  # noqa: E402
 from bench_train import compare_spec, config_file, worker_env  # noqa: E402
 
 

@@ -120,11 +120,12 @@ def undistort(pycolmap: ModuleType, model_dir: Path, image_dir: Path, out: Path,
     distorted = {cid: copy_camera(pycolmap, cam) for cid, cam in rec.cameras.items()}
     targets = {cid: aligned_pinhole(pycolmap, cam) for cid, cam in distorted.items()}
     positions = {cid: photo_positions(distorted[cid], targets[cid]) for cid in distorted}
+    copies = {cid: is_copy(positions[cid], int(cam.width), int(cam.height)) for cid, cam in distorted.items()}
 
     def one(image: Any) -> None:
         src, dst = image_dir / image.name, out / "images" / image.name
         cam, target = distorted[image.camera_id], targets[image.camera_id]
-        if is_copy(positions[image.camera_id], int(cam.width), int(cam.height)):
+        if copies[image.camera_id]:
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dst)  # no resampling, and no second JPEG compression
         else:
