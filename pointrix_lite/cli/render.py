@@ -103,6 +103,10 @@ def render_trajectory(trainer: Any, kind: str, n_frames: int, fps: int, video: s
     from ..trajectory import make_trajectory
     from ..writers.base import image_to_uint8
 
+    if video == "mp4":
+        from ..io.ffmpeg import import_ffmpeg
+
+        import_ffmpeg("--video mp4 (or --video gif)")
     ds = trainer.dataset
     cameras = [v.camera for v in [*ds.train_views, *ds.test_views]]
     frame_dir = out / "trajectory" / kind

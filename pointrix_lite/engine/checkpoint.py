@@ -130,7 +130,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"].cpu())
     npst = state["numpy"]
     np.random.set_state(
-        (npst["kind"], npst["keys"].numpy().astype(np.uint32), npst["pos"], npst["has_gauss"], npst["cached_gaussian"])
+        (npst["kind"], npst["keys"].cpu().numpy().astype(np.uint32), npst["pos"], npst["has_gauss"], npst["cached_gaussian"])
     )
     py = state["python"]
     random.setstate((py["version"], tuple(py["internal"]), py["gauss_next"]))

@@ -189,7 +189,7 @@ def align_pose(
                 if not bool(torch.isfinite(A).all()) or float(A.diagonal().max()) <= 0.0:
                     break  # nothing in view moves with the camera
             damped = A + damping * torch.diag(A.diagonal().clamp_min(1e-12 * float(A.diagonal().max())))
-            candidate = se3_exp(torch.linalg.solve(damped, -b)).to(dtype) @ level_vm
+            candidate = se3_exp(torch.linalg.solve(damped, -b)).to(level_vm) @ level_vm  # dtype and device of the pose
             cand = evaluate(candidate)
             value, cand_residual, cand_rgb = at_level(*cand)
             if value < current:

@@ -28,10 +28,12 @@ def select_frames(
 
     Raises:
         DataError: missing/unreadable video, or one without frames.
+        ConfigError: imageio-ffmpeg is not installed.
     """
-    import imageio_ffmpeg
-
     from ..data.images import write_png
+    from ..io.ffmpeg import import_ffmpeg
+
+    imageio_ffmpeg = import_ffmpeg("--video")
 
     if not video.is_file():
         raise DataError(f"--video {video}: file not found")

@@ -150,11 +150,17 @@ def test_checkpoint_from_other_config_is_a_clear_error(toy_config, tmp_path):
         trainer.load_checkpoint(foreign)
 
 
-def test_rng_state_round_trip_is_weights_only_safe(tmp_path):
+ON_CUDA = pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")])
+
+
+@pytest.mark.parametrize("map_location", ["cpu", ON_CUDA])
+def test_rng_state_round_trip_is_weights_only_safe(tmp_path, map_location):
+    """``map_location`` is the training device: a checkpoint loaded onto CUDA (render.py, resume)
+    carries the numpy state's keys as a CUDA tensor, which numpy cannot read without a copy."""
     torch.manual_seed(1), np.random.seed(2), random.seed(3)
     state = ckpt_io.rng_state()
     ckpt_io.save_checkpoint_file({"rng": state}, tmp_path / "rng.pth")
-    loaded = torch.load(tmp_path / "rng.pth", weights_only=True)["rng"]
+    loaded = torch.load(tmp_path / "rng.pth", weights_only=True, map_location=map_location)["rng"]
     expected = (torch.rand(3), np.random.rand(3), random.random())
     torch.manual_seed(99), np.random.seed(99), random.seed(99)
     ckpt_io.set_rng_state(loaded)

@@ -81,6 +81,15 @@ def test_orbit_gif(trained_run, tmp_path):
     assert len(frames) == 3
 
 
+def test_mp4_without_imageio_ffmpeg_is_one_line_before_any_frame(trained_run, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # import raises ImportError, as when not installed
+    out = tmp_path / "orbit"
+    code = render_main(["--exp-dir", str(trained_run.exp_dir), "--out", str(out), "--trajectory", "orbit", "--frames", "2"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("error: --video mp4") and "pip install imageio-ffmpeg" in err and "\n" not in err
+    assert not (out / "trajectory").exists()
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

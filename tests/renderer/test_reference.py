@@ -423,6 +423,17 @@ def test_gsplat_backend_needs_cuda() -> None:
         rasterization(*(s[k] for k in ARGS), s["colors"], s["viewmats"], s["Ks"], 45, 37, backend="gsplat")
 
 
+@pytest.mark.parametrize(
+    "device", ["meta", pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")])]
+)
+def test_native_backend_off_the_cpu_names_the_config_keys(device: str) -> None:
+    """``renderer.backend: native`` beside ``device: cuda``: one line naming both keys, no traceback."""
+    require_native()
+    s = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in random_scene(seed=0, n=5).items()}
+    with pytest.raises(ConfigError, match="backend 'native' needs CPU tensors.*device: cpu"):
+        rasterization(*(s[k] for k in ARGS), s["colors"], s["viewmats"], s["Ks"], 45, 37, backend="native")
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="gsplat backend needs a CUDA device")
 def test_gsplat_backend_matches_torch_backend() -> None:  # pragma: no cover - no GPU on the dev machine

@@ -7,6 +7,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ...errors import ConfigError
 from ..options import RasterOptions, Result, gsplat_call
 from ._build import load_extension, unavailable_reason
 from ._functions import ProjectGaussians, RasterizePixels, SHColors
@@ -49,7 +50,10 @@ def rasterize_native(
         raise RuntimeError(f"native rasterizer unavailable: {unavailable_reason()}")
     for name, t in (("means", means), ("viewmats", viewmats)):
         if t.device.type != "cpu":
-            raise ValueError(f"rasterization_native: {name} must be on the CPU, got {t.device}")
+            # A user's `renderer.backend: native` beside `device: cuda` lands here: say which keys clash.
+            raise ConfigError(
+                f"backend 'native' needs CPU tensors, got {name} on {t.device}; use device: cpu or renderer.backend: auto"
+            )
     o = options
     width, height, tile_size, sh_degree = o.width, o.height, o.tile_size, o.sh_degree
     C, N = viewmats.shape[0], means.shape[0]
