@@ -174,6 +174,30 @@ def test_hook_trains_corrections_and_resume_is_exact(toy_config, tmp_path):
     assert torch.equal(second.model.params["means"].detach(), straight.model.params["means"].detach())
 
 
+def test_refine_false_keeps_the_given_poses_and_still_aligns_the_test_views(toy_config, tmp_path):
+    def trainer(name: str, refine: bool | None, steps: int = 8):
+        extra = {**POSE_EXTRA, "trainer": {"max_steps": steps, "val_interval": 0, "test_at_end": True, "save_test_renders": False}}
+        align = {"test_align_steps": 30, "test_align_method": "adam", "test_align_lr": 0.05}
+        pose = [] if refine is None else [{"type": "PoseOptHook", "lr": 0.01, "refine": refine, **align}]
+        extra["hooks"] = [{"type": "CheckPointHook", "interval": 4}, *pose]
+        return make_trainer(toy_config(extra, overrides=[f"exp_dir={tmp_path / name}"]))
+
+    fixed, plain = trainer("fixed", refine=False), trainer("plain", refine=None)
+    fixed.run(), plain.run()
+    assert _pose_hook(fixed).correction is None and _pose_hook(fixed).state_dict() == {}
+    # Trained exactly as without the hook: the training views were rendered on their given poses.
+    for name, value in plain.model.params.items():
+        assert torch.equal(fixed.model.params[name].detach(), value.detach()), name
+    metrics = json.loads((tmp_path / "fixed" / "metrics.json").read_text())
+    assert metrics["mean"] == json.loads((tmp_path / "plain" / "metrics.json").read_text())["mean"]
+    assert metrics["mean_aligned"]["psnr"] > metrics["mean"]["psnr"] + 0.2
+
+    refined = trainer("refined", refine=True, steps=4)
+    refined.run()
+    with pytest.raises(ConfigError, match="holds pose corrections, but hooks.PoseOptHook.refine is false"):
+        trainer("again", refine=False).run(resume_from=find_latest(refined.exp_dir))
+
+
 def test_checkpoint_from_another_view_count_is_a_clear_error(toy_config, tmp_path):
     run = make_trainer(toy_config(POSE_EXTRA, overrides=[f"exp_dir={tmp_path / 'a'}", "trainer.max_steps=4"]))
     run.run()
