@@ -75,7 +75,7 @@ def test_second_run_refuses_to_overwrite(processed, tmp_path):
 
 def test_printed_train_command_trains_with_the_shipped_config(processed, tmp_path):
     """The summary's command, run as printed (plus a short schedule), trains on the processed scene
-    with configs/colmap_cpu.yaml: pose refinement on, test views aligned, metrics written."""
+    with configs/colmap_cpu.yaml: training poses as given, test views aligned, metrics written."""
     out, proc = processed
     command = proc.stdout.rstrip().splitlines()[-1].split()
     assert command[:4] == ["python", "scripts/train.py", "--config", "configs/colmap_cpu.yaml"]
