@@ -25,7 +25,7 @@ is then a COLMAP folder under ``--root`` that differs from the true scene (``tru
 * ``sfm_points``: SfM's points, moved the same way, as the initial cloud;
 * ``sfm_frame``: the true cameras and points moved into SfM's frame (its scale and origin): what
   the scene normalisation and scale-dependent settings make of another frame; ``scaled``: the true
-  scene 10x smaller;
+  scene 10x smaller, ``scaled_up`` 10x larger;
 * ``sfm``: process.py's output as it is, ``sfm_colmap_undistorter`` with COLMAP's undistortion, and
   ``sfm_poseopt`` process.py's output with ``configs/colmap_cpu.yaml``'s pose refinement.
 
@@ -68,6 +68,7 @@ from pointrix_lite.process.compare import centres, compare_cameras, robust_simil
 RESOLUTION = "{type: ResolutionScheduleHook, start_factor: 4, full_res_at: 0.3, hold_means_lr: true}"
 ALIGN_ONLY = "{type: PoseOptHook, refine: false, test_align_steps: 100}"
 SCALED = 0.1  # the "scaled" variant: the true scene 10x smaller, as an SfM frame may be
+SCALED_UP = 10.0  # "scaled_up": 10x larger (COLMAP's scale is arbitrary either way)
 OUTLIER = 0.05  # a camera this far from its true centre (in units of the camera spread) is misplaced
 TEST_EVERY = 8  # configs/colmap_cpu.yaml's dataset.test_every
 POSE_OPT = "{{type: PoseOptHook, lr: {lr}, weight_decay: 1.0e-6, test_align_steps: 100}}"  # sfm_poseopt, --pose-lr
@@ -173,6 +174,7 @@ def variant_models(c: Chain) -> dict[str, tuple[ColmapModel, Path | dict[str, Pa
         "sfm_points": (dataclasses.replace(truth, xyz=sfm_in_true.xyz, rgb=sfm_in_true.rgb), c.true_images),
         "sfm_frame": (moved(truth, *inverse(c.s, c.R, c.t)), c.true_images),
         "scaled": (moved(truth, SCALED, np.eye(3), np.zeros(3)), c.true_images),
+        "scaled_up": (moved(truth, SCALED_UP, np.eye(3), np.zeros(3)), c.true_images),
         "sfm": (c.undistorted, c.sfm_images),
         "sfm_colmap_undistorter": (c.colmap_undistorted, c.colmap_images),
         "sfm_poseopt": (c.undistorted, c.sfm_images),
@@ -181,7 +183,7 @@ def variant_models(c: Chain) -> dict[str, tuple[ColmapModel, Path | dict[str, Pa
 
 VARIANTS = [
     "true", "undistorted", "colmap_undistorter", "colmap_undistorter_sharp_test", "sfm_intrinsics", "pp_shift",
-    "sfm_poses", "sfm_poses_no_outliers", "sfm_points", "sfm_frame", "scaled", "sfm", "sfm_colmap_undistorter", "sfm_poseopt",
+    "sfm_poses", "sfm_poses_no_outliers", "sfm_points", "sfm_frame", "scaled", "scaled_up", "sfm", "sfm_colmap_undistorter", "sfm_poseopt",
 ]  # fmt: skip
 # Each scene's overrides. demo320: the issue's first measurement, 48 demo views rendered at 320 px and
 # trained at 160 (white background); the others are scripts/bench_data.py's benchmark scenes.
