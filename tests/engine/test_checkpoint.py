@@ -14,6 +14,8 @@ from pointrix_lite.engine.hooks import Hook
 from pointrix_lite.engine.trainer import TrainingInterrupted
 from pointrix_lite.errors import CheckpointError
 
+from tests.renderer.cuda_required import ON_CUDA
+
 from .engine_helpers import make_trainer
 
 
@@ -148,9 +150,6 @@ def test_checkpoint_from_other_config_is_a_clear_error(toy_config, tmp_path):
     torch.save(ckpt, foreign)
     with pytest.raises(CheckpointError, match=r"from model type 'GaussianModel', this config has model.type 'ToyModel'"):
         trainer.load_checkpoint(foreign)
-
-
-ON_CUDA = pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")])
 
 
 @pytest.mark.parametrize("map_location", ["cpu", ON_CUDA])

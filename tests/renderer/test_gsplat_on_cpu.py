@@ -20,6 +20,7 @@ import torch
 
 from pointrix_lite.renderer import rasterization
 
+from .cuda_required import needs_cuda
 from .dense_reference import random_scene
 from .gsplat_on_cpu import emulate_gsplat_on_cpu, fully_fused_projection, isect_tiles
 from .native_required import require_native
@@ -91,8 +92,7 @@ def test_gsplat_backend_on_cpu_matches_native(case: str) -> None:
     _assert_matches_native(ours, scene, colors_key, kw)
 
 
-@pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@needs_cuda
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_gsplat_backend_on_cuda_matches_native(case: str) -> None:  # pragma: no cover - no GPU in CI
     """The same comparison with gsplat's real CUDA kernels (passed on an H100: docs/rasterizer.md)."""
@@ -238,8 +238,7 @@ def test_training_with_every_cuda_side_choice(monkeypatch, tmp_path: Path) -> No
     assert len(pinned) == len(trainer.dataset.train_views)
 
 
-@pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@needs_cuda
 def test_training_on_cuda(tmp_path: Path) -> None:  # pragma: no cover - no GPU in CI
     trainer = _short_run(tmp_path, "cuda")
     assert all(v.image.is_pinned() for v in trainer.dataset.train_views)

@@ -21,6 +21,7 @@ from pointrix_lite.renderer.torch_backend.sh import sh_to_color
 from pointrix_lite.renderer.torch_backend.tiles import intersect_tiles
 
 from .dense_reference import dense_render, look_at, random_scene
+from .cuda_required import ON_CUDA, needs_cuda
 from .native_required import require_native
 
 # The package re-exports the function under the module's name; the module itself holds the dispatch state.
@@ -423,9 +424,7 @@ def test_gsplat_backend_needs_cuda() -> None:
         rasterization(*(s[k] for k in ARGS), s["colors"], s["viewmats"], s["Ks"], 45, 37, backend="gsplat")
 
 
-@pytest.mark.parametrize(
-    "device", ["meta", pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")])]
-)
+@pytest.mark.parametrize("device", ["meta", ON_CUDA])
 def test_native_backend_off_the_cpu_names_the_config_keys(device: str) -> None:
     """``renderer.backend: native`` beside ``device: cuda``: one line naming both keys, no traceback."""
     require_native()
@@ -434,8 +433,7 @@ def test_native_backend_off_the_cpu_names_the_config_keys(device: str) -> None:
         rasterization(*(s[k] for k in ARGS), s["colors"], s["viewmats"], s["Ks"], 45, 37, backend="native")
 
 
-@pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="gsplat backend needs a CUDA device")
+@needs_cuda
 def test_gsplat_backend_matches_torch_backend() -> None:  # pragma: no cover - no GPU on the dev machine
     s = {k: (v.cuda() if torch.is_tensor(v) else v) for k, v in random_scene(seed=1).items()}
     a = rasterization(*(s[k] for k in ARGS), s["sh"], s["viewmats"], s["Ks"], 45, 37, sh_degree=3, backend="gsplat")
