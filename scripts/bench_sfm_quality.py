@@ -290,12 +290,13 @@ def main(argv: list[str] | None = None) -> int:
         folder = args.root / "variants" / name
         write_variant(folder, *models[name])
         start = time.perf_counter()
-        tag = "".join(f"_{o}" for o in args.set).replace("/", "_") + (f"_lr{args.pose_lr:g}" if name == "sfm_poseopt" else "")
-        report = train(folder, args.root / "runs" / f"{name}_{args.steps}{tag}", args.steps,
-                       POSE_OPT.format(lr=args.pose_lr) if name == "sfm_poseopt" else ALIGN_ONLY, SCENES[args.scene] + args.set)  # fmt: skip
+        pose_lr = args.pose_lr if name == "sfm_poseopt" else None  # the one variant whose training poses are refined
+        tag = "".join(f"_{o}" for o in args.set).replace("/", "_") + (f"_lr{pose_lr:g}" if pose_lr is not None else "")
+        hooks = POSE_OPT.format(lr=pose_lr) if pose_lr is not None else ALIGN_ONLY
+        report = train(folder, args.root / "runs" / f"{name}_{args.steps}{tag}", args.steps, hooks, SCENES[args.scene] + args.set)
         aligned = report.get("mean_aligned") or {}
         row = dict(variant=name, scene=args.scene, steps=args.steps, overrides=args.set,
-                   pose_lr=args.pose_lr if name == "sfm_poseopt" else None, psnr=report["mean"]["psnr"], psnr_aligned=aligned.get("psnr"),
+                   pose_lr=pose_lr, psnr=report["mean"]["psnr"], psnr_aligned=aligned.get("psnr"),
                    ssim=report["mean"]["ssim"], gaussians=report.get("num_gaussians", 0),
                    train_seconds=report["train_seconds"], wall_seconds=time.perf_counter() - start,
                    test_views=sorted(report["per_view"]), date=time.strftime("%Y-%m-%d"), cpu=cpu_name())  # fmt: skip
