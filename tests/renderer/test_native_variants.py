@@ -17,7 +17,7 @@ from pointrix_lite.renderer.native import _build
 from .dense_reference import random_scene
 from .native_required import require_native
 from .test_native import ARGS, opaque_stack
-from .test_native_culling import NEEDLES, thin_scene
+from .test_native_culling import NEEDLES, thin_scene, wide_scene
 from .variants import load, runnable_variants
 
 require_native(allow_module_level=True)
@@ -42,14 +42,16 @@ def render_all(scene: dict, colors_key: str, **kw) -> dict:
     return out
 
 
-@pytest.mark.parametrize("name", ["random_sh3", "opaque_stack", "needles"])
+@pytest.mark.parametrize("name", ["random_sh3", "opaque_stack", "needles", "wide"])
 def test_alphas_are_bit_identical_across_variants_and_paths(name: str) -> None:
     if name == "random_sh3":
         scene, key, kw = random_scene(seed=21), "sh", dict(sh_degree=3, render_mode="RGB+ED")
     elif name == "opaque_stack":
         scene, key, kw = opaque_stack(), "colors", {}
-    else:
+    elif name == "needles":
         scene, key, kw = thin_scene(128, NEEDLES), "colors", {}
+    else:  # boxes wider than a vector and beyond the 64-bit hit mask (binning's row-segment tests)
+        scene, key, kw = wide_scene(), "colors", {}
     out = render_all(scene, key, **kw)
     (ref_colors, ref_alphas) = out[("native", 16)]
     assert ref_alphas.max() > 0.5, "scene too empty to test anything"

@@ -86,12 +86,22 @@ inline uint64_t test_box(const BinArgs &a, int64_t idx, float opac, const Rect &
     }
     const TileCull tc(a, idx, opac);
 #ifdef PLR_HAVE_VEC
-    if (bw * bh <= kLanes) {  // the common case: all tiles in one vector
-        const uint64_t m = reach_tiles(tc.reach, tc.gx, tc.gy, r.x0, r.y0, bw, bh, a.tile_size, a.width, a.height);
-        decode(r.x0, r.y0, bw, bh, m, f);
-        return m;
+    // Up to kLanes tiles per vector test: whole rows of the box while they fit
+    // (the common case is the whole box in one), else row segments. Each lane
+    // decides its own tile, so the grouping never changes an answer.
+    const int seg = std::min(bw, kLanes), rows = bw <= kLanes ? kLanes / bw : 1;
+    uint64_t m = 0;
+    for (int y = r.y0; y < r.y1; y += rows) {
+        const int h = std::min(rows, r.y1 - y);
+        for (int x = r.x0; x < r.x1; x += seg) {
+            const int w = std::min(seg, r.x1 - x);
+            const uint32_t sub = reach_tiles(tc.reach, tc.gx, tc.gy, x, y, w, h, a.tile_size, a.width, a.height);
+            if (bw * bh <= 64) m |= uint64_t{sub} << ((y - r.y0) * bw + (x - r.x0));  // h > 1 only when w == bw
+            decode(x, y, w, h, sub, f);
+        }
     }
-#endif
+    return m;
+#else
     uint64_t m = 0;
     for (int y = r.y0; y < r.y1; ++y)
         for (int x = r.x0; x < r.x1; ++x)
@@ -100,6 +110,7 @@ inline uint64_t test_box(const BinArgs &a, int64_t idx, float opac, const Rect &
                 f(x, y);
             }
     return m;
+#endif
 }
 
 // bin_count: tests Gaussian idx's box and records it in a.boxes[idx] (the
@@ -121,11 +132,28 @@ inline int32_t record_hits(const BinArgs &a, int64_t idx, float opac) {
     return n;
 }
 
-// bin_fill: f(x, y) for every tile of Gaussian idx (box record h) that bin_count kept.
+// f(cell, j) for the j-th tile (row-major) of Gaussian idx (box record h)
+// that bin_count kept, cell being that tile's entry of an image's per-tile
+// array (row width tw).
+// The callers keep what they read in locals: through references into memory
+// the compiler must assume that each int32 store may change it and reload it
+// per pair (this cost the fill pass 2.7x).
 template <class F>
-inline void for_each_hit(const BinArgs &a, int64_t idx, const BoxHits &h, F &&f) {
-    if (h.bw * h.bh <= 64) return decode(h.x0, h.y0, h.bw, h.bh, h.mask, f);
-    test_box(a, idx, opacity(a, idx), Rect{h.x0, h.y0, h.x0 + h.bw, h.y0 + h.bh}, f);  // rare: huge boxes
+inline void for_each_cell(const BinArgs &a, int64_t idx, const BoxHits &h, int32_t *cells, int tw, F &&f) {
+    const int bw = h.bw, bh = h.bh;
+    if (bw * bh > 64) {  // rare: huge boxes, tested again tile by tile
+        int32_t j = 0;
+        test_box(a, idx, opacity(a, idx), Rect{h.x0, h.y0, h.x0 + bw, h.y0 + bh},
+                 [&](int x, int y) { f(cells[y * tw + x], j++); });
+        return;
+    }
+    const uint64_t row_bits = bw < 64 ? (uint64_t{1} << bw) - 1 : ~uint64_t{0};
+    int32_t j = 0;
+    for (int y = 0; y < bh; ++y) {
+        int32_t *row_cells = cells + (h.y0 + y) * tw + h.x0;
+        for (uint64_t row = (h.mask >> (y * bw)) & row_bits; row; row &= row - 1)
+            f(row_cells[__builtin_ctzll(row)], j++);
+    }
 }
 
 // A box record in depth order, with what the fill pass needs of its Gaussian.
@@ -216,19 +244,18 @@ void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offs
     constexpr int kAhead = 24;
     parallel_items(nchunks, nchunks, [&] { return [&](int64_t k) {
         int32_t *cnt = counts.data() + static_cast<size_t>(k) * C * tiles;
-        for (int64_t s = chunk_begin(k); s < chunk_begin(k + 1); ++s) {
+        const int tw = a.tile_w;
+        const int64_t end = chunk_begin(k + 1);
+        for (int64_t s = chunk_begin(k); s < end; ++s) {
             if (s + kAhead < S) {
                 const int64_t ahead = seq[s + kAhead];
                 __builtin_prefetch(a.boxes + ahead);
                 __builtin_prefetch(gauss_offsets + ahead);
             }
             const int32_t idx = seq[s];
-            Sorted &o = sorted[s];
-            o.h = a.boxes[idx];
-            o.idx = idx;
-            o.slot = gauss_offsets[idx];
-            const int64_t base = (idx / N) * tiles;
-            for_each_hit(a, idx, o.h, [&](int x, int y) { ++cnt[base + y * a.tile_w + x]; });
+            const BoxHits h = a.boxes[idx];
+            sorted[s] = Sorted{h, idx, gauss_offsets[idx]};
+            for_each_cell(a, idx, h, cnt + (C == 1 ? 0 : idx / N) * tiles, tw, [](int32_t &c, int32_t) { ++c; });
         }
     }; });
     // exclusive scan over (tile, chunk) turns counts into write cursors
@@ -245,15 +272,16 @@ void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offs
     tile_offsets[C * tiles] = static_cast<int32_t>(acc);
     parallel_items(nchunks, nchunks, [&] { return [&](int64_t k) {
         int32_t *cur = counts.data() + static_cast<size_t>(k) * C * tiles;
+        int32_t *ids = flatten_ids, *slots_out = slot_by_pos;
+        const int tw = a.tile_w;
         const int64_t end = chunk_begin(k + 1);
         for (int64_t s = chunk_begin(k); s < end; ++s) {
-            const Sorted &o = sorted[s];
-            const int64_t base = (o.idx / N) * tiles;
-            int32_t slot = o.slot;
-            for_each_hit(a, o.idx, o.h, [&](int x, int y) {
-                int32_t pos = cur[base + y * a.tile_w + x]++;
-                flatten_ids[pos] = o.idx;
-                slot_by_pos[pos] = slot++;
+            const Sorted o = sorted[s];
+            const int32_t gid = o.idx, slot = o.slot;  // the Gaussian's rows are consecutive slots
+            for_each_cell(a, gid, o.h, cur + (C == 1 ? 0 : gid / N) * tiles, tw, [=](int32_t &c, int32_t j) {
+                const int32_t pos = c++;
+                ids[pos] = gid;
+                slots_out[pos] = slot + j;
             });
         }
     }; });
