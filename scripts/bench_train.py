@@ -8,11 +8,19 @@
     python scripts/bench_train.py --compare configs/demo.yaml@1c2aacc configs/demo.yaml --time-to-psnr 30
     python scripts/bench_train.py --scene photo --compare \\
         'configs/demo_colmap.yaml@1c2aacc+trainer.max_steps=5000' configs/colmap_cpu.yaml
+    python scripts/bench_train.py --scene photo160 --config configs/colmap_cpu.yaml --backends native \\
+        --init-ply outputs/photo/point_cloud.ply --against 9156c00 dataset.scale=1   # a densified model
 
 Every measurement runs in a worker subprocess that imports ``pointrix_lite`` from the code tree it
 measures (``scripts/bench_revision.py``): the working tree, or a cached worktree of a git revision.
 The measuring code is always this file, so both sides are timed by the same loop through
 ``DefaultTrainer.train_step`` (the exact step of train.py) without hooks, writers or checkpoints.
+
+Step timing starts from the config's initial points, so at a real capture's resolution it would time
+the few Gaussians SfM gives, not a trained model. ``--init-ply PLY`` replaces them with a trained
+model's Gaussians (e.g. ``scripts/train.py``'s ``point_cloud.ply`` of the same scene, its SH degree
+that of the config) and counts steps from two thirds of ``max_steps``: after densification, at full
+SH degree, the steps that make up most of a run at a fixed budget.
 
 ``--config CFG[@REV]``: the config file (``@REV``: its contents at that revision); step timing and
 ``--against`` use this one file for both code trees, so their ratio is about code, not recipe.
@@ -86,6 +94,10 @@ def worker_steps(spec: dict) -> None:
     trainer = build_trainer(spec)
     import torch
 
+    if spec.get("init_ply"):
+        trained = type(trainer.model).from_ply(spec["init_ply"])  # the same call on every revision since 9156c00
+        trainer.model.load_params(dict(trained.params), source=spec["init_ply"])
+        trainer.global_step = 2 * trainer.cfg.trainer.max_steps // 3
     n0 = trainer.model.num_gaussians
     it = batches(trainer)
     for _ in range(spec["warmup"]):
@@ -285,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=60, help="timed steps per backend")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--densify", action="store_true", help="keep the config's densification (N then grows)")
+    p.add_argument("--init-ply", type=Path, metavar="PLY",
+                   help="step timing: start from this trained model's Gaussians (from 2/3 of max_steps)")
     p.add_argument("--time-to-psnr", type=float, metavar="DB", help="train until val PSNR >= DB (curve modes: report it)")
     p.add_argument("--val-every", type=int, default=100)
     p.add_argument("--against", metavar="REV", help="measure REV's code and the working tree's, alternating")
@@ -345,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds if args.against else 1):
             for name, tree in trees:  # alternating, so drifting machine load hits both trees alike
                 spec = {"config": str(cfg), "overrides": step_overrides, "backend": backend, "steps": args.steps,
-                        "warmup": args.warmup, "out": str(args.out / backend), "keep_hooks": keep}
+                        "warmup": args.warmup, "out": str(args.out / backend), "keep_hooks": keep,
+                        "init_ply": str(args.init_ply.resolve()) if args.init_ply else None}
                 res = run_steps(tree, spec)
                 per_step[name].append(res["seconds"] / args.steps)
                 print(f"{backend:>7} {name:>22}: {args.steps} steps in {res['seconds']:.2f} s = "

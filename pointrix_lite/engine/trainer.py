@@ -9,6 +9,7 @@ docs/architecture.md for the data flow and the order of hook sites.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import random
 import re
@@ -65,6 +66,19 @@ def seed_everything(seed: int) -> None:
 def _file_stem(name: str) -> str:
     stem = re.sub(r"\.(png|jpe?g|exr|tiff?)$", "", name, flags=re.IGNORECASE)
     return re.sub(r"[^\w.-]+", "_", stem)
+
+
+def _step_render_kw(model: Any, renderer: Any) -> dict[str, Any]:
+    """Keyword arguments for the training steps' renderer call: ``depth=False`` when the model's
+    loss does not read depth (``train_depth`` False, as GaussianModel's) and the renderer takes the
+    flag. Depth then costs nothing in training; evaluation, alignment and the viewer still get it."""
+    if getattr(model, "train_depth", True):
+        return {}
+    try:
+        takes_flag = "depth" in inspect.signature(renderer).parameters
+    except (TypeError, ValueError):  # a renderer without an inspectable signature: call it as before
+        return {}
+    return {"depth": False} if takes_flag else {}
 
 
 class DefaultTrainer:
@@ -142,6 +156,7 @@ class DefaultTrainer:
         prepare = getattr(self.renderer, "prepare", None)
         if callable(prepare):  # e.g. the native CPU build: here, not in the first step's train_seconds
             prepare(self.device, announce=self._announce if self.is_main_process else None)
+        self._step_render_kw = _step_render_kw(self.model, self.renderer)
         self.strategy = None
         if cfg.strategy is not None:
             self.strategy = STRATEGIES.build(
@@ -320,7 +335,7 @@ class DefaultTrainer:
         step = self.global_step  # 0-based index of this step
         if hasattr(self.model, "update_learning_rate"):
             self.model.update_learning_rate(step)  # lr used *for* this step (3DGS convention)
-        render_out = self.renderer(self.model, [v.camera for v in batch], self.dataset.background)
+        render_out = self.renderer(self.model, [v.camera for v in batch], self.dataset.background, **self._step_render_kw)
         self.render_out = render_out
         loss_dict = dict(self.model.get_loss_dict(render_out, batch))
         if self.strategy is not None:

@@ -70,6 +70,10 @@ class GaussianModel(nn.Module):
             starts from ``init_num_points`` random points in a cube.
     """
 
+    # get_loss_dict reads only render_out["rgb"]: training steps need no depth channel (the trainer
+    # asks the renderer for depth=False). A subclass whose loss reads depth sets this True.
+    train_depth: bool = False
+
     @dataclass
     class Config:
         sh_degree: int = 3

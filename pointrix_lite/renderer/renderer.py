@@ -16,6 +16,18 @@ from .options import Backend, RasterizeMode
 from .rasterization import rasterization
 
 
+class RenderOutput(dict):
+    """The renderer's output dict; reading a key that was not rendered says why in one line."""
+
+    def __missing__(self, key: str) -> Any:
+        if key == "depth":
+            raise KeyError(
+                "render_out has no 'depth': training steps render it only for a model whose train_depth is True "
+                "(set it on a model whose get_loss_dict reads depth)"
+            )
+        raise KeyError(key)
+
+
 @RENDERERS.register()
 class GaussianRenderer:
     """Renders RGB, expected depth and alpha for a list of same-sized cameras.
@@ -63,9 +75,14 @@ class GaussianRenderer:
             native.prepare(announce)
 
     def __call__(
-        self, model: Any, cameras: Sequence[Any], background: Union[Sequence[float], Tensor]
+        self, model: Any, cameras: Sequence[Any], background: Union[Sequence[float], Tensor], depth: bool = True
     ) -> dict[str, Any]:
-        """Render ``model.render_params()`` into ``cameras`` (objects with viewmat, K, width, height)."""
+        """Render ``model.render_params()`` into ``cameras`` (objects with viewmat, K, width, height).
+
+        ``depth=False`` leaves out the expected depth (no ``"depth"`` key): the trainer's steps ask for
+        that when the model's loss does not read it, since it costs a fourth blended channel and its
+        division by alpha in every forward and backward. RGB and alpha are the same bits either way.
+        """
         if not cameras:
             raise DataError("renderer: got an empty list of cameras")
         width, height = int(cameras[0].width), int(cameras[0].height)
@@ -88,20 +105,22 @@ class GaussianRenderer:
             viewmats, Ks, width, height,
             near_plane=cfg.near_plane, far_plane=cfg.far_plane, radius_clip=cfg.radius_clip,
             eps2d=cfg.eps2d, sh_degree=params["sh_degree"], backgrounds=bg,
-            render_mode="RGB+ED", rasterize_mode=cfg.rasterize_mode, tile_size=cfg.tile_size,
+            render_mode="RGB+ED" if depth else "RGB", rasterize_mode=cfg.rasterize_mode, tile_size=cfg.tile_size,
             absgrad=cfg.absgrad, backend=cfg.backend,
         )  # fmt: skip
         means2d = meta["means2d"]
         if means2d.requires_grad:
             means2d.retain_grad()
-        return {
-            "rgb": colors[..., :3],
-            "depth": colors[..., 3:4],
-            "alpha": alphas,
-            "means2d": means2d,
-            "radii": meta["radii"],
-            "visibility": (meta["radii"] > 0).any(dim=-1),
-            "width": width,
-            "height": height,
-            "n_cameras": len(cameras),
-        }
+        out = RenderOutput(
+            rgb=colors[..., :3],
+            alpha=alphas,
+            means2d=means2d,
+            radii=meta["radii"],
+            visibility=(meta["radii"] > 0).any(dim=-1),
+            width=width,
+            height=height,
+            n_cameras=len(cameras),
+        )
+        if depth:
+            out["depth"] = colors[..., 3:4]
+        return out

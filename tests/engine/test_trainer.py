@@ -215,3 +215,24 @@ def test_log_hook_bar_on_terminal_plain_lines_otherwise(toy_config, capsys):
     bar = capsys.readouterr().out
     assert "step 4/8 |" not in bar  # no plain lines when the bar is shown
     assert "8/8" in bar and "GS 64" in bar and "lr " in bar
+
+
+def test_training_steps_ask_for_depth_only_when_the_model_reads_it() -> None:
+    """GaussianModel's loss reads no depth, so its steps render without it (a fourth blended channel
+    saved; the same bits otherwise, tests/renderer/test_renderer_component.py); a model that reads
+    depth, or that says nothing, keeps it, and a renderer without the flag is called as before."""
+    from pointrix_lite.engine.trainer import _step_render_kw
+    from pointrix_lite.model.gaussian_model import GaussianModel
+    from pointrix_lite.renderer import GaussianRenderer
+
+    class ReadsDepth(GaussianModel):
+        train_depth = True
+
+    def old_style_renderer(model, cameras, background):
+        return {}
+
+    gaussian = GaussianModel(GaussianModel.Config(init_num_points=8))
+    assert _step_render_kw(gaussian, GaussianRenderer()) == {"depth": False}
+    assert _step_render_kw(ReadsDepth(GaussianModel.Config(init_num_points=8)), GaussianRenderer()) == {}
+    assert _step_render_kw(object(), GaussianRenderer()) == {}  # a model that does not say: depth as before
+    assert _step_render_kw(gaussian, old_style_renderer) == {}

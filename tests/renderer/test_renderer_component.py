@@ -115,3 +115,33 @@ def test_bad_config_and_mixed_camera_sizes_are_one_line_errors() -> None:
     with pytest.raises(DataError, match="cam1 is 44x37") as err:
         GaussianRenderer()(StandInModel(scene), cams, (0.0, 0.0, 0.0))
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("backend", ["torch", "native"])
+def test_without_depth_rgb_alpha_and_every_gradient_are_the_same_bits(backend: str) -> None:
+    """The trainer's steps render ``depth=False`` for a model whose loss reads no depth: that must be
+    a pure saving, the same RGB, alpha and parameter gradients bit for bit, and a clear error for a
+    loss that reads depth anyway."""
+    if backend == "native":
+        from .native_required import require_native
+
+        require_native()
+    scene = random_scene(seed=11)
+    renderer = GaussianRenderer(GaussianRenderer.Config(backend=backend, absgrad=True))
+    runs = []
+    for depth in (True, False):
+        model = StandInModel(scene)
+        out = renderer(model, cameras_of(scene), (0.1, 0.2, 0.3), depth=depth)
+        w = torch.linspace(-1.0, 1.0, out["rgb"].numel()).view_as(out["rgb"])
+        ((out["rgb"] * w).sum() + out["alpha"].square().sum()).backward()
+        runs.append((out, {k: v.grad for k, v in model.params.items()}))
+    (with_d, grads_d), (without, grads) = runs
+    assert "depth" in with_d and "depth" not in without
+    with pytest.raises(KeyError, match="train_depth"):
+        without["depth"]
+    assert torch.equal(with_d["rgb"], without["rgb"]) and torch.equal(with_d["alpha"], without["alpha"])
+    assert torch.equal(with_d["means2d"].grad, without["means2d"].grad)
+    assert torch.equal(with_d["means2d"].absgrad, without["means2d"].absgrad)
+    for name, g in grads_d.items():
+        assert g is not None and g.abs().sum() > 0, name
+        assert torch.equal(g, grads[name]), name
