@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         from .summary import trainer_summary
 
         print(trainer_summary(trainer, args.plugin))
-    distributed.teardown()
+    distributed.finish()  # a distributed rank exits here (status 0), see its docstring
     return EXIT_OK
 
 

@@ -188,12 +188,11 @@ class GaussianModel(nn.Module):
         Returns:
             ``loss`` (to minimise), ``l1`` and ``ssim`` (detached, for logging).
         """
-        from .loss import batch_mask, masked_l1, masked_ssim
+        from .loss import batch_mask, masked_l1_and_ssim
 
         rgb, gt = self._targets(render_out, batch)
         mask = batch_mask(batch, rgb.device)  # None without training masks: the plain terms
-        l1 = masked_l1(rgb, gt, mask)
-        s = masked_ssim(rgb, gt, mask)
+        l1, s = masked_l1_and_ssim(rgb, gt, mask)
         lam = self.config.ssim_lambda
         return {"loss": (1.0 - lam) * l1 + lam * (1.0 - s), "l1": l1.detach(), "ssim": s.detach()}
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..metrics.ssim import ssim, ssim_map
+from ..metrics.ssim import ssim, ssim_and_l1, ssim_map
 
 
 def batch_mask(batch: Sequence[Any], device: torch.device) -> Tensor | None:
@@ -54,6 +54,15 @@ def masked_ssim(rgb: Tensor, gt: Tensor, mask: Tensor | None) -> Tensor:
     count = kept.sum()
     total = torch.where(kept, smap, 0.0).sum()
     return torch.where(count > 0, total / count.clamp(min=1), torch.ones_like(total))
+
+
+def masked_l1_and_ssim(rgb: Tensor, gt: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """``(masked_l1(...), masked_ssim(...))``; without masks both terms come from one pass of the
+    native SSIM kernel where it runs (``metrics.ssim.ssim_and_l1``)."""
+    if mask is None:
+        s, l1 = ssim_and_l1(rgb, gt, padding="same")
+        return l1, s
+    return masked_l1(rgb, gt, mask), masked_ssim(rgb, gt, mask)
 
 
 def _check(rgb: Tensor, mask: Tensor) -> None:

@@ -94,3 +94,57 @@ def test_auto_uses_native_on_cpu_and_torch_when_gt_needs_a_gradient(monkeypatch)
     (g_gt,) = torch.autograd.grad(value, gt)
     assert float(g_gt.abs().sum()) > 0
     assert float(ssim(rgb, gt, padding="same", backend="torch").detach()) == pytest.approx(float(value.detach()), abs=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(1, 40, 33, 3), (2, 9, 13, 1)])
+def test_fused_l1_term_matches_torch_in_value_and_gradient(shape):
+    """``ssim_and_l1``: the 3DGS loss's two terms from one native pass, against the torch terms and
+    autograd, with ties (rgb == gt) where abs has no slope (torch's gradient there is 0)."""
+    from pointrix_lite.metrics.ssim import ssim_and_l1
+
+    rgb, gt = _pair(shape, seed=11)
+    with torch.no_grad():
+        rgb[..., :2, :] = gt[..., :2, :]  # exact ties in two columns
+    lam = 0.2
+    ref_l1 = (rgb - gt).abs().mean()
+    ref_s = ssim_map(rgb, gt, "same").mean()
+    (ref_grad,) = torch.autograd.grad((1 - lam) * ref_l1 + lam * (1 - ref_s), rgb)
+    s, l1 = ssim_and_l1(rgb, gt)
+    assert abs(float(l1.detach()) - float(ref_l1.detach())) < 1e-6
+    assert abs(float(s.detach()) - float(ref_s.detach())) < 1e-5
+    (grad,) = torch.autograd.grad((1 - lam) * l1 + lam * (1 - s), rgb)
+    torch.testing.assert_close(grad, ref_grad, rtol=1e-3, atol=1e-5 * float(ref_grad.abs().max()))
+    # each term alone: the other output's unused gradient adds nothing
+    (g_l1,) = torch.autograd.grad(ssim_and_l1(rgb, gt)[1], rgb)
+    torch.testing.assert_close(g_l1, torch.autograd.grad((rgb - gt).abs().mean(), rgb)[0], rtol=0, atol=1e-9)
+    (g_s,) = torch.autograd.grad(ssim_and_l1(rgb, gt)[0], rgb)
+    (ref_g_s,) = torch.autograd.grad(ssim_map(rgb, gt, "same").mean(), rgb)
+    torch.testing.assert_close(g_s, ref_g_s, rtol=1e-3, atol=1e-5 * float(ref_g_s.abs().max()))
+
+
+def test_fused_terms_fall_back_to_torch_when_gt_needs_a_gradient():
+    from pointrix_lite.metrics.ssim import ssim_and_l1
+
+    rgb, gt = _pair((1, 20, 20, 3), seed=13)
+    gt.requires_grad_(True)
+    s, l1 = ssim_and_l1(rgb, gt)
+    (g_gt,) = torch.autograd.grad(l1 + s, gt)
+    assert float(g_gt.abs().sum()) > 0  # the torch terms: the native kernel has no gradient for gt
+
+
+def test_fused_terms_one_and_two_threads_agree_bit_for_bit():
+    from pointrix_lite.metrics.ssim import ssim_and_l1
+
+    rgb, gt = _pair((2, 61, 47, 3), seed=17)
+    before = torch.get_num_threads()
+    results = []
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            s, l1 = ssim_and_l1(rgb, gt)
+            (grad,) = torch.autograd.grad(0.8 * l1 + 0.2 * (1 - s), rgb)
+            results.append((s, l1, grad))
+    finally:
+        torch.set_num_threads(before)
+    for a, b in zip(*results):
+        assert torch.equal(a, b)

@@ -389,32 +389,35 @@ plr::SsimArgs ssim_args(const Tensor &x, const Tensor &y, const Tensor &taps, do
 }
 
 // x, y [P,H,W] -> (sum of the SSIM map, its partial-derivative maps d_mu, d_xx, d_xy [P,H,W]
-// or empty when with_grad is false).
-std::tuple<double, Tensor, Tensor, Tensor> ssim_fwd(const Tensor &x, const Tensor &y,
-                                                    const Tensor &taps, double c1, double c2,
-                                                    bool valid, bool with_grad) {
+// or empty when with_grad is false, sum of |x - y| when with_l1 else 0).
+std::tuple<double, Tensor, Tensor, Tensor, double> ssim_fwd(const Tensor &x, const Tensor &y, const Tensor &taps,
+                                                            double c1, double c2, bool valid, bool with_grad,
+                                                            bool with_l1) {
     auto a = ssim_args(x, y, taps, c1, c2, valid);
-    std::vector<double> partial(static_cast<size_t>(plr::ssim_items(a)));
+    const size_t items = static_cast<size_t>(plr::ssim_items(a));
+    std::vector<double> partial(items), l1_partial(with_l1 ? items : 0);
     Tensor d_mu = with_grad ? at::empty_like(x) : Tensor();
     Tensor d_xx = with_grad ? at::empty_like(x) : Tensor();
     Tensor d_xy = with_grad ? at::empty_like(x) : Tensor();
     plr::ssim_fwd(a, partial.data(), with_grad ? d_mu.data_ptr<float>() : nullptr,
-                  with_grad ? d_xx.data_ptr<float>() : nullptr, with_grad ? d_xy.data_ptr<float>() : nullptr);
-    double sum = 0.0;
+                  with_grad ? d_xx.data_ptr<float>() : nullptr, with_grad ? d_xy.data_ptr<float>() : nullptr,
+                  with_l1 ? l1_partial.data() : nullptr);
+    double sum = 0.0, l1 = 0.0;
     for (double s : partial) sum += s;  // fixed order: independent of the thread count
-    return {sum, d_mu, d_xx, d_xy};
+    for (double s : l1_partial) l1 += s;
+    return {sum, d_mu, d_xx, d_xy, l1};
 }
 
-// scale * d(sum of the map)/dx, [P,H,W].
-Tensor ssim_bwd(const Tensor &x, const Tensor &y, const Tensor &taps, double c1, double c2,
-                bool valid, double scale, const Tensor &d_mu, const Tensor &d_xx, const Tensor &d_xy) {
+// scale * d(sum of the map)/dx + l1_scale * sign(x - y), [P,H,W].
+Tensor ssim_bwd(const Tensor &x, const Tensor &y, const Tensor &taps, double c1, double c2, bool valid,
+                double scale, const Tensor &d_mu, const Tensor &d_xx, const Tensor &d_xy, double l1_scale) {
     auto a = ssim_args(x, y, taps, c1, c2, valid);
     check(d_mu, "ssim d_mu", 3);
     check(d_xx, "ssim d_xx", 3);
     check(d_xy, "ssim d_xy", 3);
     Tensor v_x = at::empty_like(x);
     plr::ssim_bwd(a, static_cast<float>(scale), d_mu.data_ptr<float>(), d_xx.data_ptr<float>(),
-                  d_xy.data_ptr<float>(), v_x.data_ptr<float>());
+                  d_xy.data_ptr<float>(), v_x.data_ptr<float>(), static_cast<float>(l1_scale));
     return v_x;
 }
 

@@ -141,7 +141,7 @@ inline int32_t record_hits(const BinArgs &a, int64_t idx, float opac) {
 template <class F>
 inline void for_each_cell(const BinArgs &a, int64_t idx, const BoxHits &h, int32_t *cells, int tw, F &&f) {
     const int bw = h.bw, bh = h.bh;
-    if (bw * bh > 64) {  // rare: huge boxes, tested again tile by tile
+    if (bw * bh > 64) {  // beyond the hit mask (rare): the box is tested again
         int32_t j = 0;
         test_box(a, idx, opacity(a, idx), Rect{h.x0, h.y0, h.x0 + bw, h.y0 + bh},
                  [&](int x, int y) { f(cells[y * tw + x], j++); });

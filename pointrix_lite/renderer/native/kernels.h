@@ -135,10 +135,13 @@ struct SsimArgs {
 int64_t ssim_items(const SsimArgs &a);
 // partial_sums [ssim_items]: SSIM-map sums per item (the map's mean is their
 // sum / count); d_mu, d_xx, d_xy [P,H,W] (nullable together): the map's
-// partial derivatives w.r.t. the blurred mu_x, E[x^2], E[xy] (0 outside valid).
-void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx, float *d_xy);
-// v_x [P,H,W] = scale * d(sum of the map)/dx.
+// partial derivatives w.r.t. the blurred mu_x, E[x^2], E[xy] (0 outside valid);
+// l1_sums [ssim_items] (nullable): sums of |x - y| over each item's pixels (all
+// of them, valid or not), the loss's L1 term read in the same pass.
+void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx, float *d_xy,
+              double *l1_sums = nullptr);
+// v_x [P,H,W] = scale * d(sum of the map)/dx + l1_scale * sign(x - y).
 void ssim_bwd(const SsimArgs &a, float scale, const float *d_mu, const float *d_xx,
-              const float *d_xy, float *v_x);
+              const float *d_xy, float *v_x, float l1_scale = 0.f);
 
 }  // namespace plr

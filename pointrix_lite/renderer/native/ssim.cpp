@@ -8,6 +8,7 @@
 // Work items are bands of rows of one plane; an item writes only its own rows
 // and its own partial sum, so results do not depend on the thread count.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kernels.h"
@@ -78,7 +79,7 @@ bool in_valid_rows(const SsimArgs &a, int row) {
 
 int64_t ssim_items(const SsimArgs &a) { return a.P * ((a.H + kBand - 1) / kBand); }
 
-void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx, float *d_xy) {
+void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx, float *d_xy, double *l1_sums) {
     const int H = a.H, W = a.W, K = a.K, r = K / 2;
     const int64_t bands = (H + kBand - 1) / kBand;
     parallel_items(ssim_items(a), a.nthreads, [&] {
@@ -86,7 +87,7 @@ void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx,
         auto vert = std::make_shared<std::vector<float>>(5 * (W + 2 * r), 0.f);
         auto mom = std::make_shared<std::vector<float>>(5 * W);
         auto srow = std::make_shared<std::vector<float>>(W);
-        return [&a, vert, mom, srow, H, W, K, r, bands, partial_sums, d_mu, d_xx, d_xy](int64_t item) {
+        return [&a, vert, mom, srow, H, W, K, r, bands, partial_sums, d_mu, d_xx, d_xy, l1_sums](int64_t item) {
             const int64_t p = item / bands;
             const int row0 = static_cast<int>(item % bands) * kBand;
             const int row1 = std::min(H, row0 + kBand);
@@ -98,8 +99,14 @@ void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx,
                 v[i] = vert->data() + i * stride + r;
                 m[i] = mom->data() + i * W;
             }
-            double sum = 0.0;
+            double sum = 0.0, l1 = 0.0;
             for (int row = row0; row < row1; ++row) {
+                if (l1_sums) {  // the L1 term over every pixel, while its row is at hand
+                    const float *xr = x + static_cast<int64_t>(row) * W, *yr = y + static_cast<int64_t>(row) * W;
+                    float row_l1 = 0.f;
+                    for (int c = 0; c < W; ++c) row_l1 += std::fabs(xr[c] - yr[c]);
+                    l1 += row_l1;
+                }
                 for (int i = 0; i < 5; ++i) std::fill(v[i], v[i] + W, 0.f);
                 for (int k = 0; k < K; ++k) {
                     const int src = row + k - r;
@@ -129,18 +136,19 @@ void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx,
                 sum += row_sum;
             }
             partial_sums[item] = sum;
+            if (l1_sums) l1_sums[item] = l1;
         };
     });
 }
 
 void ssim_bwd(const SsimArgs &a, float scale, const float *d_mu, const float *d_xx,
-              const float *d_xy, float *v_x) {
+              const float *d_xy, float *v_x, float l1_scale) {
     const int H = a.H, W = a.W, K = a.K, r = K / 2;
     const int64_t bands = (H + kBand - 1) / kBand;
     parallel_items(ssim_items(a), a.nthreads, [&] {
         auto vert = std::make_shared<std::vector<float>>(3 * (W + 2 * r), 0.f);
         auto blur = std::make_shared<std::vector<float>>(3 * W);
-        return [&a, vert, blur, H, W, K, r, bands, scale, d_mu, d_xx, d_xy, v_x](int64_t item) {
+        return [&a, vert, blur, H, W, K, r, bands, scale, d_mu, d_xx, d_xy, v_x, l1_scale](int64_t item) {
             const int64_t p = item / bands;
             const int row0 = static_cast<int>(item % bands) * kBand;
             const int row1 = std::min(H, row0 + kBand);
@@ -170,6 +178,9 @@ void ssim_bwd(const SsimArgs &a, float scale, const float *d_mu, const float *d_
                 float *out = v_x + off;
                 for (int c = 0; c < W; ++c)
                     out[c] = scale * (b[0][c] + 2.f * x[c] * b[1][c] + y[c] * b[2][c]);
+                if (l1_scale != 0.f)  // + l1_scale * sign(x - y), 0 where they are equal (torch's abs)
+                    for (int c = 0; c < W; ++c)
+                        out[c] += x[c] > y[c] ? l1_scale : (x[c] < y[c] ? -l1_scale : 0.f);
             }
         };
     });
