@@ -112,29 +112,25 @@ def ssim(
         from .ssim_native import native_applies, ssim_native
 
         if backend == "native" or native_applies(img1, img2, window_size):
-            _check_inputs(img1, img2, padding, window_size)
-            c1, c2 = _stability_constants(data_range)
-            return ssim_native(img1, img2, gaussian_window_1d(window_size, sigma), c1, c2, padding == "valid")
+            return ssim_native(img1, img2, *_native_args(img1, img2, padding, window_size, sigma, data_range))
     return ssim_map(img1, img2, padding, window_size, sigma, data_range).mean()
 
 
-def ssim_and_l1(
-    img1: Tensor,
-    img2: Tensor,
-    padding: Literal["valid", "same"] = "same",
-    window_size: int = 11,
-    sigma: float = 1.5,
-    data_range: float = 1.0,
-) -> tuple[Tensor, Tensor]:
-    """``(ssim(img1, img2, padding, ...), (img1 - img2).abs().mean())``, the two terms of the 3DGS
-    loss. Where :func:`ssim` runs natively (``backend="auto"``) both come from one pass of the
-    native kernel, the L1 term's gradient added in SSIM's backward; else from the torch code."""
+def ssim_and_l1(img1: Tensor, img2: Tensor, padding: Literal["valid", "same"] = "same") -> tuple[Tensor, Tensor]:
+    """``(ssim(img1, img2, padding), (img1 - img2).abs().mean())``, the two terms of the 3DGS loss
+    (default window). Where :func:`ssim` runs natively (``backend="auto"``) both come from one pass
+    of the native kernel, the L1 term's gradient added in SSIM's backward; else from the torch code."""
     if img1.dim() == 3:
         img1, img2 = img1[None], img2[None]
     from .ssim_native import native_applies, ssim_l1_native
 
-    if native_applies(img1, img2, window_size):
-        _check_inputs(img1, img2, padding, window_size)
-        c1, c2 = _stability_constants(data_range)
-        return ssim_l1_native(img1, img2, gaussian_window_1d(window_size, sigma), c1, c2, padding == "valid")
-    return ssim(img1, img2, padding, window_size, sigma, data_range, backend="torch"), (img1 - img2).abs().mean()
+    if native_applies(img1, img2, 11):
+        return ssim_l1_native(img1, img2, *_native_args(img1, img2, padding, 11, 1.5, 1.0))
+    return ssim(img1, img2, padding, backend="torch"), (img1 - img2).abs().mean()
+
+
+def _native_args(img1: Tensor, img2: Tensor, padding: str, window_size: int, sigma: float, data_range: float) -> tuple:
+    """The native kernel's (taps, c1, c2, valid) after the input checks."""
+    _check_inputs(img1, img2, padding, window_size)
+    c1, c2 = _stability_constants(data_range)
+    return gaussian_window_1d(window_size, sigma), c1, c2, padding == "valid"

@@ -63,20 +63,35 @@ def test_loss_gradient_chain_with_upstream_factor():
     torch.testing.assert_close(grad, ref_grad, rtol=1e-3, atol=1e-5 * float(ref_grad.abs().max()))
 
 
-def test_one_and_two_threads_agree_bit_for_bit():
-    rgb, gt = _pair((2, 61, 47, 3), seed=7)
+def _at_one_and_two_threads(fn) -> list:
     before = torch.get_num_threads()
-    results = []
     try:
+        out = []
         for n in (1, 2):
             torch.set_num_threads(n)
-            value = ssim(rgb, gt, padding="same", backend="native")
-            (grad,) = torch.autograd.grad(value, rgb)
-            results.append((value, grad))
+            out.append(fn())
+        return out
     finally:
         torch.set_num_threads(before)
-    assert torch.equal(results[0][0], results[1][0])
-    assert torch.equal(results[0][1], results[1][1])
+
+
+def test_one_and_two_threads_agree_bit_for_bit():
+    from pointrix_lite.metrics.ssim import ssim_and_l1
+
+    rgb, gt = _pair((2, 61, 47, 3), seed=7)
+
+    def ssim_only():
+        value = ssim(rgb, gt, padding="same", backend="native")
+        return (value, *torch.autograd.grad(value, rgb))
+
+    def fused():  # the loss's two terms from one pass
+        s, l1 = ssim_and_l1(rgb, gt)
+        return (s, l1, *torch.autograd.grad(0.8 * l1 + 0.2 * (1 - s), rgb))
+
+    for fn in (ssim_only, fused):
+        one, two = _at_one_and_two_threads(fn)
+        for a, b in zip(one, two):
+            assert torch.equal(a, b), fn.__name__
 
 
 def test_auto_uses_native_on_cpu_and_torch_when_gt_needs_a_gradient(monkeypatch):
@@ -131,20 +146,3 @@ def test_fused_terms_fall_back_to_torch_when_gt_needs_a_gradient():
     (g_gt,) = torch.autograd.grad(l1 + s, gt)
     assert float(g_gt.abs().sum()) > 0  # the torch terms: the native kernel has no gradient for gt
 
-
-def test_fused_terms_one_and_two_threads_agree_bit_for_bit():
-    from pointrix_lite.metrics.ssim import ssim_and_l1
-
-    rgb, gt = _pair((2, 61, 47, 3), seed=17)
-    before = torch.get_num_threads()
-    results = []
-    try:
-        for n in (1, 2):
-            torch.set_num_threads(n)
-            s, l1 = ssim_and_l1(rgb, gt)
-            (grad,) = torch.autograd.grad(0.8 * l1 + 0.2 * (1 - s), rgb)
-            results.append((s, l1, grad))
-    finally:
-        torch.set_num_threads(before)
-    for a, b in zip(*results):
-        assert torch.equal(a, b)
