@@ -8,8 +8,8 @@
     python scripts/bench_train.py --compare configs/demo.yaml@1c2aacc configs/demo.yaml --time-to-psnr 30
     python scripts/bench_train.py --scene photo --compare \\
         'configs/demo_colmap.yaml@1c2aacc+trainer.max_steps=5000' configs/colmap_cpu.yaml
-    python scripts/bench_train.py --scene photo160 --config configs/colmap_cpu.yaml --backends native \\
-        --init-ply outputs/photo/point_cloud.ply --against 9156c00 dataset.scale=1   # a densified model
+    python scripts/bench_train.py --scene photo160 --config configs/colmap_cpu.yaml@9156c00 --backends native \\
+        --init-ply EXP/point_cloud.ply --against 9156c00 dataset.scale=1   # a trained model, after densification
 
 Every measurement runs in a worker subprocess that imports ``pointrix_lite`` from the code tree it
 measures (``scripts/bench_revision.py``): the working tree, or a cached worktree of a git revision.

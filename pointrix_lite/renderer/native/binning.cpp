@@ -272,7 +272,6 @@ void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offs
     tile_offsets[C * tiles] = static_cast<int32_t>(acc);
     parallel_items(nchunks, nchunks, [&] { return [&](int64_t k) {
         int32_t *cur = counts.data() + static_cast<size_t>(k) * C * tiles;
-        int32_t *ids = flatten_ids, *slots_out = slot_by_pos;
         const int tw = a.tile_w;
         const int64_t end = chunk_begin(k + 1);
         for (int64_t s = chunk_begin(k); s < end; ++s) {
@@ -280,8 +279,8 @@ void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offs
             const int32_t gid = o.idx, slot = o.slot;  // the Gaussian's rows are consecutive slots
             for_each_cell(a, gid, o.h, cur + (C == 1 ? 0 : gid / N) * tiles, tw, [=](int32_t &c, int32_t j) {
                 const int32_t pos = c++;
-                ids[pos] = gid;
-                slots_out[pos] = slot + j;
+                flatten_ids[pos] = gid;
+                slot_by_pos[pos] = slot + j;
             });
         }
     }; });
