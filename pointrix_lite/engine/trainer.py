@@ -163,6 +163,12 @@ class DefaultTrainer:
                 cfg.strategy, "strategy", scene_extent=self.dataset.scene_extent, max_steps=max_steps
             )
             self.strategy.check(self.model, self.optimizer)
+            bind = getattr(self.strategy, "bind_renderer", None)
+            if callable(bind):
+                try:
+                    bind(self.renderer)
+                except ValueError as exc:
+                    raise ConfigError(str(exc)) from None
         # Only rank 0 writes: other ranks get an empty group, so hooks can write unconditionally.
         writer_cfgs = cfg.writers if self.is_main_process else []
         self.writer = WriterGroup(WRITERS.build(w, f"writers[{i}]", exp_dir=self.exp_dir) for i, w in enumerate(writer_cfgs))
@@ -336,6 +342,7 @@ class DefaultTrainer:
         if hasattr(self.model, "update_learning_rate"):
             self.model.update_learning_rate(step)  # lr used *for* this step (3DGS convention)
         render_out = self.renderer(self.model, [v.camera for v in batch], self.dataset.background, **self._step_render_kw)
+        render_out["views"] = batch  # what was rendered, for strategies that score the step's error
         self.render_out = render_out
         loss_dict = dict(self.model.get_loss_dict(render_out, batch))
         if self.strategy is not None:

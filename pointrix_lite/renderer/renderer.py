@@ -124,3 +124,44 @@ class GaussianRenderer:
         if depth:
             out["depth"] = colors[..., 3:4]
         return out
+
+    def blend_weights(self, model: Any, cameras: Sequence[Any], pixel_weights: Tensor) -> Tensor:
+        """Per Gaussian, the sum over pixels of ``pixel_weights`` times its blend weight there.
+
+        For Gaussian ``i`` and channel ``d``: ``sum_c sum_p pixel_weights[c, p, d] * alpha_ip * T_ip``,
+        the share of each pixel's colour it renders (the weights FastGS and Taming-3DGS score
+        Gaussians by, e.g. with a map of high-error pixels). Computed as the gradient of the weighted
+        image of zero-valued ``D``-channel colours, so one forward and one backward of the backend in
+        use give it exactly, with the same thresholds as the RGB render; no parameter gets a gradient.
+
+        Args:
+            model: As for ``__call__``.
+            cameras: C same-sized cameras.
+            pixel_weights: ``[C, H, W, D]`` weights per pixel and channel.
+
+        Returns:
+            ``[N, D]`` float32.
+        """
+        params = model.render_params()
+        means = params["means"].detach()
+        n, device, dtype = means.shape[0], means.device, means.dtype
+        C, H, W, D = pixel_weights.shape
+        if C != len(cameras) or (W, H) != (int(cameras[0].width), int(cameras[0].height)):
+            raise ValueError(
+                f"renderer.blend_weights: pixel_weights {list(pixel_weights.shape)} do not match "
+                f"{len(cameras)} camera(s) of {cameras[0].width}x{cameras[0].height}"
+            )
+        viewmats = torch.stack([torch.as_tensor(c.viewmat) for c in cameras]).to(device=device, dtype=dtype)
+        Ks = torch.stack([torch.as_tensor(c.K) for c in cameras]).to(device=device, dtype=dtype)
+        probe = torch.zeros(n, D, device=device, dtype=dtype, requires_grad=True)
+        cfg = self.config
+        with torch.enable_grad():
+            image, _, _ = rasterization(
+                means, params["quats"].detach(), params["scales"].detach(), params["opacities"].detach(), probe,
+                viewmats, Ks, W, H,
+                near_plane=cfg.near_plane, far_plane=cfg.far_plane, radius_clip=cfg.radius_clip, eps2d=cfg.eps2d,
+                backgrounds=torch.zeros(C, D, device=device, dtype=dtype), rasterize_mode=cfg.rasterize_mode,
+                tile_size=cfg.tile_size, backend=cfg.backend,
+            )  # fmt: skip
+            (grad,) = torch.autograd.grad(image, probe, grad_outputs=pixel_weights.to(device=device, dtype=dtype))
+        return grad

@@ -50,6 +50,34 @@ class Strategy:
         )
         # Counts of the last refinement (e.g. {"split": 3}), for logging.
         self.last_stats: dict[str, int] = {}
+        # The trainer's renderer, for strategies that render probe passes (error scores); see bind_renderer.
+        self.renderer: Any = None
+
+    @property
+    def renders(self) -> bool:
+        """Whether this strategy renders probe passes itself and so needs :meth:`bind_renderer`."""
+        return int(getattr(self.config, "error_every", 0)) > 0
+
+    def scores_error(self, step: int) -> bool:
+        """Whether ``step``'s views go into the multi-view error scores: every ``error_every``-th
+        step from one refinement period before the first refinement to the last (``refine_*`` as
+        scaled by the subclass); before that the scores would be zeroed unread."""
+        every = int(getattr(self.config, "error_every", 0))
+        start, stop = getattr(self, "refine_start_iter", 0), getattr(self, "refine_stop_iter", 0)
+        period = getattr(self, "refine_every", 1)
+        return every > 0 and step % every == 0 and start - period < step < stop
+
+    def bind_renderer(self, renderer: Any) -> None:
+        """Give the strategy the trainer's renderer (called once after building).
+
+        Raises:
+            ValueError: when the strategy renders probe passes and the renderer cannot.
+        """
+        if self.renders and not callable(getattr(renderer, "blend_weights", None)):
+            raise ValueError(
+                f"strategy.error_every needs a renderer with blend_weights(); {type(renderer).__name__} has none"
+            )
+        self.renderer = renderer
 
     def scaled(self, steps: int, at_least_one: bool = False) -> int:
         """``int(steps * steps_scaler)`` as gsplat; periods are kept >= 1 (a 0 period would divide by zero)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -12,6 +12,7 @@ from .. import distributed
 from ..config import OptionError
 from ..registry import STRATEGIES
 from .base import GSPLAT_DEFAULT_MAX_STEPS, Strategy
+from .error_scores import ERROR_KEYS, ErrorScoreOptions, accumulate_error_scores, normalised
 from .ops import duplicate, remove, reset_opa, split
 
 
@@ -30,7 +31,7 @@ class DefaultStrategy(Strategy):
     """
 
     @dataclass
-    class Config(Strategy.Config):
+    class Config(ErrorScoreOptions, Strategy.Config):
         prune_opa: float = 0.005  # prune below this opacity; opacity resets go to twice this
         grow_grad2d: float = 0.0002  # mean NDC gradient above which a Gaussian grows
         grow_scale3d: float = 0.01  # clone if max scale <= this * scene_extent, else split
@@ -51,9 +52,28 @@ class DefaultStrategy(Strategy):
         # densification instead of early. When more candidates pass grow_grad2d than there is
         # room for, those with the highest mean gradient grow first.
         cap_max: int = 0
+        # Multi-view error scores (error_scores.py; need error_every > 0). FastGS's densification:
+        # a candidate grows only if the mean, over the views scored since the last refinement, of its
+        # blend-weighted share of high-error pixels exceeds this (0 = no such test).
+        min_error_hits: float = 0.0
+        # Which candidates grow first when the budget (cap_max) is short: the highest mean gradient,
+        # or the highest error mass (blend weight times L1 error, summed over the scored views;
+        # Taming-3DGS's kind of score).
+        rank_by: Literal["grad", "error"] = "grad"
+        # FastGS's pruning: also prune, at refinements, Gaussians whose view-loss-weighted share of
+        # high-error pixels, min-max normalised, exceeds this (0 = no such test; FastGS: 0.9).
+        prune_error: float = 0.0
 
         def __post_init__(self) -> None:
             super().__post_init__()
+            uses_scores = [k for k in ("min_error_hits", "prune_error") if getattr(self, k) > 0]
+            uses_scores += ["rank_by"] if self.rank_by == "error" else []
+            if uses_scores and self.error_every == 0:
+                raise OptionError(uses_scores[0], "needs multi-view error scores: set error_every >= 1", "strategy")
+            if self.rank_by == "error" and self.cap_max == 0:
+                raise OptionError("rank_by", "ranks candidates only under a budget: set cap_max > 0", "strategy")
+            if not 0.0 <= self.prune_error < 1.0:
+                raise OptionError("prune_error", f"must be in [0, 1) (0 = off), got {self.prune_error}", "strategy")
             if self.cap_max < 0:
                 raise OptionError("cap_max", f"must be >= 0 (0 = no budget), got {self.cap_max}", "strategy")
             if not 0.0 <= self.prune_opa < 1.0:
@@ -65,8 +85,15 @@ class DefaultStrategy(Strategy):
         self.refine_stop_iter = self.scaled(config.refine_stop_iter)
         self.refine_every = self.scaled(config.refine_every, at_least_one=True)
         self.reset_every = self.scaled(config.reset_every, at_least_one=True)
+        if config.error_every > self.refine_every:
+            raise OptionError(
+                "error_every", f"{config.error_every} leaves refinements every {self.refine_every} steps without scored views", "strategy"
+            )
         # Per-Gaussian running statistics since the last refinement, [N] each (None until used).
         self.state: dict[str, Tensor | None] = {"grad2d": None, "count": None, "radii": None}
+        if config.error_every > 0:
+            self.state.update(dict.fromkeys(ERROR_KEYS))
+        self.error_views = 0  # views in the err_* sums since the last refinement (checkpointed)
         self.n_start: int | None = None  # Gaussian count when the budget ramp starts (checkpointed)
 
     def step_pre_backward(self, model: Any, optimizer: torch.optim.Optimizer, step: int, render_out: dict) -> None:
@@ -79,6 +106,8 @@ class DefaultStrategy(Strategy):
         if step >= self.refine_stop_iter:
             return
         self._update_state(model.num_gaussians, render_out)
+        if self.scores_error(step):
+            self.error_views += accumulate_error_scores(self.state, self.renderer, model, render_out, cfg.high_error)
         if self.n_start is None:
             self.n_start = model.num_gaussians
         self.last_stats = {}
@@ -93,6 +122,7 @@ class DefaultStrategy(Strategy):
             for value in self.state.values():
                 if value is not None:
                     value.zero_()
+            self.error_views = 0
         if step > 0 and step % self.reset_every == 0:
             reset_opa(model.params, optimizer, self.state, value=cfg.prune_opa * 2.0)
             self.last_stats["opacity_reset"] = 1
@@ -144,8 +174,12 @@ class DefaultStrategy(Strategy):
         is_split = is_grad_high & ~is_small
         if step < cfg.refine_scale2d_stop_iter:
             is_split |= self.state["radii"] > cfg.grow_scale2d
+        if cfg.min_error_hits > 0:
+            in_error = self._error_score("err_hits") / max(self.error_views, 1) > cfg.min_error_hits
+            is_dupli, is_split = is_dupli & in_error, is_split & in_error
         if cfg.cap_max > 0:
-            is_dupli, is_split = self._within_budget(grads, is_dupli, is_split, self.budget(step) - model.num_gaussians)
+            rank = grads if cfg.rank_by == "grad" else self._error_score("err_mass")
+            is_dupli, is_split = self._within_budget(rank, is_dupli, is_split, self.budget(step) - model.num_gaussians)
         n_dupli, n_split = int(is_dupli.sum()), int(is_split.sum())
         if n_dupli > 0:
             duplicate(params, optimizer, self.state, is_dupli)
@@ -154,6 +188,12 @@ class DefaultStrategy(Strategy):
         if n_split > 0:
             split(params, optimizer, self.state, is_split, revised_opacity=cfg.revised_opacity)
         return n_dupli, n_split
+
+    def _error_score(self, key: str) -> Tensor:
+        value = self.state.get(key)
+        if value is None:  # no view scored yet (e.g. a refinement at the first scored step's interval)
+            return torch.zeros(self.state["grad2d"].shape[0], device=self.state["grad2d"].device)
+        return value
 
     def budget(self, step: int) -> int:
         """Most Gaussians allowed after growing at ``step`` (``cap_max`` once the ramp ends)."""
@@ -185,6 +225,8 @@ class DefaultStrategy(Strategy):
             if step < cfg.refine_scale2d_stop_iter:
                 is_too_big |= self.state["radii"] > cfg.prune_scale2d
             is_prune |= is_too_big
+        if cfg.prune_error > 0 and self.error_views > 0:
+            is_prune |= normalised(self._error_score("err_loss")) > cfg.prune_error
         n_prune = int(is_prune.sum())
         if n_prune > 0:
             remove(params, optimizer, self.state, is_prune)
@@ -193,8 +235,10 @@ class DefaultStrategy(Strategy):
     def state_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: None if v is None else v.detach().cpu().clone() for k, v in self.state.items()}
         out["n_start"] = self.n_start
+        out["error_views"] = self.error_views
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.state = {k: None if state.get(k) is None else state[k].clone() for k in self.state}
         self.n_start = state.get("n_start")
+        self.error_views = int(state.get("error_views", 0))

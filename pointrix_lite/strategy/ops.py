@@ -234,15 +234,19 @@ def relocate(
     mask: Tensor,
     binoms: Tensor,
     min_opacity: float = 0.005,
+    weights: Tensor | None = None,
 ) -> None:
-    """Move every dead Gaussian (``mask``) onto a live one drawn by opacity; the source and its
-    copies share its opacity and scale so they render as before. N stays the same; the Adam
-    moments of the source rows are zeroed (as gsplat; the dead rows' moments are left as they were)."""
+    """Move every dead Gaussian (``mask``) onto a live one drawn by opacity (or by ``weights [N]``);
+    the source and its copies share its opacity and scale so they render as before. N stays the
+    same; the Adam moments of the source rows are zeroed (as gsplat; the dead rows' moments are left
+    as they were)."""
     dead = mask.nonzero(as_tuple=True)[0]
     alive = (~mask).nonzero(as_tuple=True)[0]
     if len(dead) == 0 or len(alive) == 0:
         return
-    sampled = alive[multinomial_sample(torch.sigmoid(params["opacities"]).flatten()[alive], len(dead))]
+    if weights is None:
+        weights = torch.sigmoid(params["opacities"]).flatten()
+    sampled = alive[multinomial_sample(weights[alive], len(dead))]
     logit_opa, log_scales = _relocated_values(params, sampled, binoms, min_opacity)
 
     def param_fn(name: str, p: Tensor) -> Tensor:
@@ -269,10 +273,13 @@ def sample_add(
     n: int,
     binoms: Tensor,
     min_opacity: float = 0.005,
+    weights: Tensor | None = None,
 ) -> None:
-    """Append ``n`` copies of Gaussians drawn by opacity (MCMC growth), sharing opacity and scale
-    with their source as in :func:`relocate`. New rows get zero moments."""
-    sampled = multinomial_sample(torch.sigmoid(params["opacities"]).flatten(), n)
+    """Append ``n`` copies of Gaussians drawn by opacity (MCMC growth; or by ``weights [N]``),
+    sharing opacity and scale with their source as in :func:`relocate`. New rows get zero moments."""
+    if weights is None:
+        weights = torch.sigmoid(params["opacities"]).flatten()
+    sampled = multinomial_sample(weights, n)
     logit_opa, log_scales = _relocated_values(params, sampled, binoms, min_opacity)
 
     def param_fn(name: str, p: Tensor) -> Tensor:
