@@ -58,6 +58,7 @@ class ErrorScoreOptions:
             raise OptionError("high_error", f"must be in [0, 1), got {self.high_error}", "strategy")
 
 
+@torch.no_grad()  # a view's color_transform may hold trainable parameters: no graph for a statistic
 def pixel_errors(rgb: Tensor, views: Sequence[Any], high_error: float) -> tuple[Tensor, Tensor]:
     """Per-pixel error maps of rendered views against their images.
 
