@@ -24,8 +24,9 @@ is then a COLMAP folder under ``--root`` that differs from the true scene (``tru
   with the views SfM misplaced (centre off by more than 5% of the camera spread) on their true poses;
 * ``sfm_points``: SfM's points, moved the same way, as the initial cloud;
 * ``sfm_frame``: the true cameras and points moved into SfM's frame (its scale and origin): what
-  the scene normalisation and scale-dependent settings make of another frame; ``scaled``: the true
-  scene 10x smaller, ``scaled_up`` 10x larger;
+  the scene normalisation and scale-dependent settings make of another frame; ``sfm_rotation``: the
+  true scene only turned as SfM's frame is (no scale, no shift); ``scaled``: the true scene 10x smaller,
+  ``scaled_up`` 10x larger;
 * ``sfm``: process.py's output as it is, ``sfm_colmap_undistorter`` with COLMAP's undistortion, and
   ``sfm_poseopt`` process.py's output with ``configs/colmap_cpu.yaml``'s pose refinement.
 
@@ -173,6 +174,7 @@ def variant_models(c: Chain) -> dict[str, tuple[ColmapModel, Path | dict[str, Pa
         "sfm_poses_no_outliers": (with_true_outliers(sfm_poses, truth), c.true_images),
         "sfm_points": (dataclasses.replace(truth, xyz=sfm_in_true.xyz, rgb=sfm_in_true.rgb), c.true_images),
         "sfm_frame": (moved(truth, *inverse(c.s, c.R, c.t)), c.true_images),
+        "sfm_rotation": (moved(truth, 1.0, c.R.T, np.zeros(3)), c.true_images),
         "scaled": (moved(truth, SCALED, np.eye(3), np.zeros(3)), c.true_images),
         "scaled_up": (moved(truth, SCALED_UP, np.eye(3), np.zeros(3)), c.true_images),
         "sfm": (c.undistorted, c.sfm_images),
@@ -183,7 +185,7 @@ def variant_models(c: Chain) -> dict[str, tuple[ColmapModel, Path | dict[str, Pa
 
 VARIANTS = [
     "true", "undistorted", "colmap_undistorter", "colmap_undistorter_sharp_test", "sfm_intrinsics", "pp_shift",
-    "sfm_poses", "sfm_poses_no_outliers", "sfm_points", "sfm_frame", "scaled", "scaled_up", "sfm", "sfm_colmap_undistorter", "sfm_poseopt",
+    "sfm_poses", "sfm_poses_no_outliers", "sfm_points", "sfm_frame", "sfm_rotation", "scaled", "scaled_up", "sfm", "sfm_colmap_undistorter", "sfm_poseopt",
 ]  # fmt: skip
 # Each scene's overrides. demo320: the issue's first measurement, 48 demo views rendered at 320 px and
 # trained at 160 (white background); the others are scripts/bench_data.py's benchmark scenes.

@@ -118,6 +118,46 @@ def knn_mean_distance(xyz: np.ndarray | torch.Tensor, k: int = 3) -> np.ndarray:
     return np.sqrt((dist[:, 1:] ** 2).mean(axis=1))
 
 
+def rotmats_to_quats(R: np.ndarray) -> np.ndarray:
+    """Unit quaternions ``[N,4]`` (wxyz) of rotation matrices ``[N,3,3]`` (each component from the
+    diagonal, its sign from the antisymmetric part; exact for proper rotations)."""
+    m00, m11, m22 = R[:, 0, 0], R[:, 1, 1], R[:, 2, 2]
+    q = 0.5 * np.sqrt(np.maximum(0.0, np.stack([1 + m00 + m11 + m22, 1 + m00 - m11 - m22,
+                                                1 - m00 + m11 - m22, 1 - m00 - m11 + m22], axis=1)))  # fmt: skip
+    q[:, 1] = np.copysign(q[:, 1], R[:, 2, 1] - R[:, 1, 2])
+    q[:, 2] = np.copysign(q[:, 2], R[:, 0, 2] - R[:, 2, 0])
+    q[:, 3] = np.copysign(q[:, 3], R[:, 1, 0] - R[:, 0, 1])
+    return q / np.linalg.norm(q, axis=1, keepdims=True)
+
+
+def local_frames(xyz: np.ndarray | torch.Tensor, k: int = 16) -> np.ndarray:
+    """Per point, the rotation whose axes are the principal axes of its ``k`` nearest points.
+
+    Columns in order of decreasing spread, the last along the local surface normal where the points
+    lie on a surface, turned to a proper rotation. The frames turn with the cloud: a rotated cloud
+    gets rotated frames (up to each axis' sign), whatever frame SfM or a dataset gives.
+
+    Returns:
+        ``[N,4]`` float64 unit quaternions (wxyz); identity where a point has fewer than 3 neighbours.
+    """
+    pts = xyz.detach().cpu().double().numpy() if isinstance(xyz, torch.Tensor) else np.asarray(xyz, np.float64)
+    n = len(pts)
+    quats = np.zeros((n, 4))
+    quats[:, 0] = 1.0
+    kk = min(k, n - 1)
+    if kk < 3:
+        return quats
+    _, idx = cKDTree(pts).query(pts, k=kk + 1)  # the point itself and its kk neighbours
+    for lo in range(0, n, 65536):  # chunks keep the [chunk, k, 3] neighbourhoods small
+        nb = pts[idx[lo : lo + 65536]]
+        nb = nb - nb.mean(axis=1, keepdims=True)
+        _, vecs = np.linalg.eigh(np.einsum("nki,nkj->nij", nb, nb))  # ascending eigenvalues
+        R = vecs[:, :, ::-1].copy()  # largest spread first, normal last
+        R[np.linalg.det(R) < 0, :, 2] *= -1.0
+        quats[lo : lo + 65536] = rotmats_to_quats(R)
+    return quats
+
+
 def init_gaussians(
     xyz: np.ndarray | torch.Tensor,
     rgb: np.ndarray | torch.Tensor,
@@ -127,6 +167,7 @@ def init_gaussians(
     random_quats: bool = False,
     seed: int = 0,
     eps: float = 1e-7,
+    oriented: bool = False,
 ) -> dict[str, torch.Tensor]:
     """Raw (pre-activation) Gaussian parameters for a point cloud, named as gsplat names them.
 
@@ -136,6 +177,7 @@ def init_gaussians(
         init_opacity: Initial opacity (stored as its logit).
         init_scale: Multiplier on the kNN distance.
         random_quats: Uniformly random rotations instead of identity.
+        oriented: Rotations from :func:`local_frames` instead of identity (scales stay isotropic).
         eps: Floor on distances before the log (duplicated points would give -inf).
 
     Returns:
@@ -150,6 +192,8 @@ def init_gaussians(
     if random_quats:
         quats = torch.randn(n, 4, generator=torch.Generator().manual_seed(seed))
         quats = quats / quats.norm(dim=-1, keepdim=True)
+    elif oriented:
+        quats = torch.from_numpy(local_frames(means)).float()
     else:
         quats = torch.zeros(n, 4)
         quats[:, 0] = 1.0

@@ -42,6 +42,8 @@ def check_model_config(cfg: Any) -> None:
         bad("init_opacity", f"must be in (0, 1) (it is stored as a logit), got {cfg.init_opacity}")
     if cfg.init_scale <= 0.0:
         bad("init_scale", f"must be positive, got {cfg.init_scale}")
+    if cfg.init_random_quats and cfg.init_oriented:
+        bad("init_oriented", "init_random_quats and init_oriented both choose the initial rotations: set one")
     if cfg.init_num_points < 1:
         bad("init_num_points", f"must be >= 1, got {cfg.init_num_points}")
     if not cfg.init_extent > 0.0:
@@ -87,6 +89,10 @@ class GaussianModel(nn.Module):
         init_opacity: float = 0.1
         init_scale: float = 1.0  # multiplier on the mean distance to the 3 nearest neighbours
         init_random_quats: bool = False  # gsplat draws random rotations; INRIA starts at identity
+        # Start each Gaussian's axes along the principal axes of its 16 nearest initial points (the
+        # last along the local surface normal): a Gaussian on a surface flattens onto it by shrinking one
+        # scale, in whatever frame the scene comes (identity axes favour scenes aligned with the world axes).
+        init_oriented: bool = False
         seed: int = 0  # random init points and rotations
         lr: LearningRates = field(default_factory=LearningRates)
         means_lr_final_factor: float = 0.01  # means lr decays exponentially to this fraction at max_steps
@@ -125,6 +131,7 @@ class GaussianModel(nn.Module):
             init_scale=cfg.init_scale,
             random_quats=cfg.init_random_quats,
             seed=cfg.seed,
+            oriented=cfg.init_oriented,
         )
 
     # ---------------------------------------------------------------- parameters and activation

@@ -13,6 +13,7 @@ from pointrix_lite.data.pointcloud import (
     PointCloud,
     init_gaussians,
     knn_mean_distance,
+    local_frames,
     random_cube,
     read_ply_points,
     write_ply_points,
@@ -55,6 +56,37 @@ def test_duplicates_clamped_and_random_quats():
     torch.testing.assert_close(out["quats"].norm(dim=1), torch.ones(5))
     assert knn_mean_distance(np.zeros((1, 3))).tolist() == [1.0]
     np.testing.assert_allclose(knn_mean_distance(np.array([[0.0, 0, 0], [0, 0, 2]])), [2.0, 2.0])
+
+
+def _rotmats(quats: np.ndarray) -> np.ndarray:
+    """Rotation matrices of wxyz quaternions, written out independently of the code under test."""
+    w, x, y, z = (quats / np.linalg.norm(quats, axis=1, keepdims=True)).T
+    return np.stack([
+        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+    ], 1)  # fmt: skip
+
+
+def test_oriented_init_puts_the_last_axis_along_the_surface_normal():
+    rng = np.random.default_rng(0)
+    # Two surfaces in a random frame: a thin sheet and a long thin rod (largest spread along it).
+    sheet = np.c_[rng.uniform(-1, 1, (400, 2)), rng.normal(0, 0.005, 400)]
+    rod = np.c_[rng.normal(0, 0.005, (200, 2)), rng.uniform(-4, 4, 200)] + np.array([5.0, 0.0, 0.0])
+    turn, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    turn *= np.sign(np.linalg.det(turn))
+    pts = np.r_[sheet, rod] @ turn.T
+    R = _rotmats(local_frames(pts))
+    np.testing.assert_allclose(np.linalg.det(R), 1.0, atol=1e-9)  # proper rotations
+    assert np.abs(R[:400, :, 2] @ turn[:, 2]).min() > 0.98  # sheet: last axis along its normal
+    assert np.abs(R[400:, :, 0] @ turn[:, 2]).min() > 0.98  # rod: first axis along it
+    # The frames turn with the cloud (each axis up to its sign).
+    again = _rotmats(local_frames(pts @ turn))
+    np.testing.assert_allclose(np.abs(np.einsum("ij,njk->nik", turn.T, R)), np.abs(again), atol=1e-6)
+    out = init_gaussians(pts, np.full((600, 3), 0.5), sh_degree=0, oriented=True)
+    np.testing.assert_allclose(out["quats"].numpy(), local_frames(out["means"]), atol=1e-6)  # of the float32 means
+    assert torch.equal(out["scales"][:, 0], out["scales"][:, 2])  # scales stay isotropic
+    assert local_frames(np.zeros((3, 3))).tolist() == [[1.0, 0, 0, 0]] * 3  # too few neighbours: identity
 
 
 def test_ply_roundtrip_and_random_cube(tmp_path):

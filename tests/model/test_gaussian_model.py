@@ -38,6 +38,17 @@ def test_random_init_fills_the_cube() -> None:
     assert means.abs().max() <= 2.0 and means.abs().max() > 1.8
 
 
+def test_oriented_init_comes_from_the_point_cloud() -> None:
+    from pointrix_lite.data.pointcloud import local_frames
+
+    ds = make_dataset(60)
+    model = MODELS.build({"type": "GaussianModel", "init_oriented": True}, "model", dataset=ds)
+    torch.testing.assert_close(model.params["quats"].detach(), torch.from_numpy(local_frames(ds.point_cloud.xyz)).float())
+    assert not torch.equal(model.params["quats"].detach(), make_model(60).params["quats"].detach())
+    with pytest.raises(ConfigError, match="model.init_oriented"):
+        MODELS.build({"type": "GaussianModel", "init_oriented": True, "init_random_quats": True}, "model", dataset=ds)
+
+
 def test_render_params_are_activated() -> None:
     model = make_model(30, sh_degree=3)
     rp = model.render_params()
