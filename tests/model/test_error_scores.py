@@ -212,7 +212,6 @@ def mcmc_refine(strategy, model, opt, mass: torch.Tensor, loss: torch.Tensor) ->
     n = model.num_gaussians
     strategy.state.update(err_hits=torch.zeros(n), err_mass=mass.clone(), err_loss=loss.clone())
     strategy.error_views = 1
-    strategy.renderer = ProbeRenderer()
     strategy.step_post_backward(model, opt, 600, {})  # error_every 7: step 600 scores no view
 
 
