@@ -28,6 +28,13 @@ class RenderOutput(dict):
         raise KeyError(key)
 
 
+def _camera_matrices(cameras: Sequence[Any], device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """``viewmats [C,4,4]`` and ``Ks [C,3,3]`` of the cameras, on ``device`` in ``dtype``."""
+    viewmats = torch.stack([torch.as_tensor(c.viewmat) for c in cameras]).to(device=device, dtype=dtype)
+    Ks = torch.stack([torch.as_tensor(c.K) for c in cameras]).to(device=device, dtype=dtype)
+    return viewmats, Ks
+
+
 @RENDERERS.register()
 class GaussianRenderer:
     """Renders RGB, expected depth and alpha for a list of same-sized cameras.
@@ -96,8 +103,7 @@ class GaussianRenderer:
         params = model.render_params()
         means = params["means"]
         device, dtype = means.device, means.dtype
-        viewmats = torch.stack([torch.as_tensor(c.viewmat) for c in cameras]).to(device=device, dtype=dtype)
-        Ks = torch.stack([torch.as_tensor(c.K) for c in cameras]).to(device=device, dtype=dtype)
+        viewmats, Ks = _camera_matrices(cameras, device, dtype)
         bg = torch.as_tensor(background, dtype=dtype, device=device).reshape(1, 3).expand(len(cameras), 3)
         cfg = self.config
         colors, alphas, meta = rasterization(
@@ -151,8 +157,7 @@ class GaussianRenderer:
                 f"renderer.blend_weights: pixel_weights {list(pixel_weights.shape)} do not match "
                 f"{len(cameras)} camera(s) of {cameras[0].width}x{cameras[0].height}"
             )
-        viewmats = torch.stack([torch.as_tensor(c.viewmat) for c in cameras]).to(device=device, dtype=dtype)
-        Ks = torch.stack([torch.as_tensor(c.K) for c in cameras]).to(device=device, dtype=dtype)
+        viewmats, Ks = _camera_matrices(cameras, device, dtype)
         probe = torch.zeros(n, D, device=device, dtype=dtype, requires_grad=True)
         cfg = self.config
         with torch.enable_grad():

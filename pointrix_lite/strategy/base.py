@@ -67,6 +67,19 @@ class Strategy:
         period = getattr(self, "refine_every", 1)
         return every > 0 and step % every == 0 and start - period < step < stop
 
+    def check_error_period(self) -> None:
+        """Refuse an ``error_every`` longer than the (scaled) ``refine_every``: some refinements would
+        find no scored view. Subclasses call it once their periods are scaled.
+
+        Raises:
+            OptionError: naming ``strategy.error_every``.
+        """
+        every = int(getattr(self.config, "error_every", 0))
+        if every > self.refine_every:
+            raise OptionError(
+                "error_every", f"{every} leaves refinements every {self.refine_every} steps without scored views", "strategy"
+            )
+
     def bind_renderer(self, renderer: Any) -> None:
         """Give the strategy the trainer's renderer (called once after building).
 

@@ -85,10 +85,7 @@ class DefaultStrategy(Strategy):
         self.refine_stop_iter = self.scaled(config.refine_stop_iter)
         self.refine_every = self.scaled(config.refine_every, at_least_one=True)
         self.reset_every = self.scaled(config.reset_every, at_least_one=True)
-        if config.error_every > self.refine_every:
-            raise OptionError(
-                "error_every", f"{config.error_every} leaves refinements every {self.refine_every} steps without scored views", "strategy"
-            )
+        self.check_error_period()
         # Per-Gaussian running statistics since the last refinement, [N] each (None until used).
         self.state: dict[str, Tensor | None] = {"grad2d": None, "count": None, "radii": None}
         if config.error_every > 0:

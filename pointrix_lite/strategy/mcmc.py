@@ -66,10 +66,7 @@ class MCMCStrategy(Strategy):
         self.refine_start_iter = self.scaled(config.refine_start_iter)
         self.refine_stop_iter = self.scaled(config.refine_stop_iter)
         self.refine_every = self.scaled(config.refine_every, at_least_one=True)
-        if config.error_every > self.refine_every:
-            raise OptionError(
-                "error_every", f"{config.error_every} leaves refinements every {self.refine_every} steps without scored views", "strategy"
-            )
+        self.check_error_period()
         # Multi-view error sums since the last refinement, [N] each, and how many views they hold.
         self.state: dict[str, Tensor | None] = dict.fromkeys(ERROR_KEYS) if config.error_every > 0 else {}
         self.error_views = 0
