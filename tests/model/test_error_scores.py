@@ -14,6 +14,7 @@ from pointrix_lite.renderer.rasterization import rasterization
 from pointrix_lite.renderer.renderer import GaussianRenderer
 from pointrix_lite.strategy.error_scores import ERROR_KEYS, accumulate_error_scores, normalised, pixel_errors
 
+from tests.renderer.cuda_required import CUDA_ONLY
 from tests.renderer.native_required import require_native
 from .helpers import adam_rows_match, make_model, take_adam_step
 
@@ -41,14 +42,17 @@ def visible_model(n: int = 10, seed: int = 0):
     return model
 
 
-@pytest.mark.parametrize("backend", ["torch", "native"])
+@pytest.mark.parametrize("backend", ["torch", "native", pytest.param("gsplat", marks=CUDA_ONLY, id="gsplat-cuda")])
 def test_blend_weights_equal_one_hot_renders(backend: str) -> None:
     if backend == "native":
         require_native()
-    model = visible_model()
+    device = "cuda" if backend == "gsplat" else "cpu"
+    model = visible_model().to(device)
     n = model.num_gaussians
     weights = torch.rand(1, H, W, 2, generator=torch.Generator().manual_seed(1))
-    got = GaussianRenderer(GaussianRenderer.Config(backend=backend)).blend_weights(model, [camera()], weights)
+    renderer = GaussianRenderer(GaussianRenderer.Config(backend=backend))
+    got = renderer.blend_weights(model, [camera()], weights.to(device)).cpu()
+    model = model.cpu()
     # Reference: render Gaussian i alone in a colour (the others black, still occluding); the image
     # is then alpha_i * T_i per pixel, and its weighted sum is what blend_weights returns.
     p = model.render_params()
@@ -64,7 +68,9 @@ def test_blend_weights_equal_one_hot_renders(backend: str) -> None:
         )  # fmt: skip
         expected[i] = (image[0] * weights[0]).sum(dim=(0, 1))
     assert (expected[:, 0] > 0).sum() >= n - 2  # the scene really overlaps the image
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    # gsplat's kernels are built with fast math (__expf): test_native's forward tolerance there.
+    tol = dict(rtol=1e-4, atol=1e-5) if backend == "gsplat" else dict(rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got, expected, **tol)
     assert all(param.grad is None for param in model.params.values())
 
 

@@ -223,7 +223,19 @@ def test_200_step_demo_through_gsplat_matches_native(tmp_path: Path) -> None:
     assert via_gsplat["mean"]["psnr"] > 18.0  # the run trained (the untrained model is near 10 dB)
 
 
-def test_training_with_every_cuda_side_choice(monkeypatch, tmp_path: Path) -> None:
+# The strategies a short run grows with: the demo's, and colmap_cpu.yaml's MCMC with multi-view error
+# scores, whose probe render (renderer.blend_weights) is a second forward and backward through gsplat.
+STRATEGY_OVERRIDES = {
+    "default": ["strategy.steps_scaler=0.02", "strategy.refine_stop_iter=2500", "strategy.cap_max=5000"],
+    "mcmc-error": [
+        "strategy={type: MCMCStrategy, steps_scaler: 0.02, cap_max: 5000, error_every: 1, error_weight: 1.0,"
+        " relocate_error: 0.9}"
+    ],
+}
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGY_OVERRIDES))
+def test_training_with_every_cuda_side_choice(monkeypatch, tmp_path: Path, strategy: str) -> None:
     """The trainer as on a GPU: gsplat's path, torch SSIM, torch's default Adam, pinned images
     (faked: pinning needs a CUDA runtime), densification and the end-of-run test and export."""
     from pointrix_lite import device_policy
@@ -234,18 +246,19 @@ def test_training_with_every_cuda_side_choice(monkeypatch, tmp_path: Path) -> No
     pinned = []
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda t: pinned.append(t.shape) or t.clone())
     with emulate_gsplat_on_cpu():
-        trainer = _short_run(tmp_path, "cpu")
+        trainer = _short_run(tmp_path, "cpu", strategy)
     assert len(pinned) == len(trainer.dataset.train_views)
 
 
 @needs_cuda
-def test_training_on_cuda(tmp_path: Path) -> None:  # pragma: no cover - no GPU in CI
-    trainer = _short_run(tmp_path, "cuda")
+@pytest.mark.parametrize("strategy", sorted(STRATEGY_OVERRIDES))
+def test_training_on_cuda(tmp_path: Path, strategy: str) -> None:  # pragma: no cover - no GPU in CI
+    trainer = _short_run(tmp_path, "cuda", strategy)
     assert all(v.image.is_pinned() for v in trainer.dataset.train_views)
     assert trainer.model.params["means"].is_cuda
 
 
-def _short_run(exp_dir: Path, device: str):
+def _short_run(exp_dir: Path, device: str, strategy: str = "default"):
     """60 densifying steps of the demo at 40x40 on gsplat's path, then the test and the PLY."""
     from pointrix_lite.components import import_all
     from pointrix_lite.engine.experiment import load_experiment
@@ -254,15 +267,18 @@ def _short_run(exp_dir: Path, device: str):
     import_all()
     overrides = [
         f"exp_dir={exp_dir}", f"device={device}", "renderer.backend=gsplat", "writers=[]", "dataset.scale=4",
-        "trainer.max_steps=60", "strategy.steps_scaler=0.02", "strategy.refine_stop_iter=2500", "strategy.cap_max=5000",
-        "save_ckpt_after_iter=0",
+        "trainer.max_steps=60", "save_ckpt_after_iter=0", *STRATEGY_OVERRIDES[strategy],
     ]  # fmt: skip
     cfg = load_experiment(REPO / "configs" / "demo.yaml", overrides)
     trainer = DefaultTrainer(cfg, exp_dir, cfg.device)
     n_start = trainer.model.num_gaussians
     trainer.run()
     assert all(group.get("fused") is None for group in trainer.optimizer.param_groups)
-    assert trainer.model.num_gaussians > n_start  # grown from gsplat's means2d gradients
+    assert trainer.model.num_gaussians > n_start  # grown (DefaultStrategy: from gsplat's means2d gradients)
+    if trainer.strategy.config.error_every:  # scored through gsplat, rows kept aligned through growth
+        mass = trainer.strategy.state["err_mass"]
+        assert mass.shape == (trainer.model.num_gaussians,) and mass.device == trainer.model.device
+        assert torch.isfinite(mass).all() and trainer.strategy.error_views >= 0
     metrics = json.loads((exp_dir / "metrics.json").read_text())
     assert math.isfinite(metrics["mean"]["psnr"]) and math.isfinite(float(trainer.loss_dict["loss"]))
     assert (exp_dir / "point_cloud.ply").is_file()
