@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
+import numpy as np
 import torch
 
 from ..config import at_least
@@ -21,6 +23,7 @@ from .cameras import Camera, View, check_pose, viewmat_from_colmap
 from .colmap_io import ColmapCamera, ColmapImage, ColmapModel, find_sparse_dir, read_model
 from .images import downscale, find_image, load_all, load_rgb
 from .masks import attach_mask, mask_folder
+from .orientation import orient_to_axes
 from .pointcloud import PointCloud
 from .resolution import Scale
 
@@ -63,6 +66,11 @@ class ColmapDataset(SceneDataset):
         """Subsample the SfM point cloud to at most this many points (0 = all)."""
         seed: int = 0
         """Seed of point subsampling."""
+        orientation: Literal["none", "manhattan"] = "none"
+        """``manhattan``: turn the scene (cameras and points) so that most surface normals of the SfM
+        points lie along the axes, where identity-initialised Gaussians start flat against them
+        (``data/orientation.py``); renders the same images, and the model and its exports are then
+        in the turned frame."""
 
         def __post_init__(self) -> None:
             check_scene_options(self)
@@ -91,6 +99,9 @@ class ColmapDataset(SceneDataset):
         if len(model.xyz) == 0:
             raise DataError(f"{model.files['points3D']}: point cloud is empty")
         cloud = PointCloud.from_numpy(model.xyz, model.rgb.astype("float32") / 255.0)
+        self.world_rotation = np.eye(3)  # aligned world = R @ COLMAP world
+        if config.orientation == "manhattan":
+            cloud, self.world_rotation = orient_to_axes(views, cloud)
         self._finish(train, list(test), test, cloud.subsample(config.max_points, config.seed), root, config.eval)
 
     def _image_dir(self, root: Path) -> tuple[Path, bool]:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,6 +131,20 @@ def rotmats_to_quats(R: np.ndarray) -> np.ndarray:
     return q / np.linalg.norm(q, axis=1, keepdims=True)
 
 
+def neighbourhood_eigh(pts: np.ndarray, k: int, chunk: int = 65536) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
+    """Eigen-decompositions of each point's neighbourhood scatter (itself and its ``k`` nearest points).
+
+    Yields ``(rows, eigenvalues [n,3] ascending, eigenvectors [n,3,3] as columns)`` per chunk, so
+    the ``[chunk, k, 3]`` neighbourhoods stay small. ``pts`` must hold more than ``k`` points.
+    """
+    _, idx = cKDTree(pts).query(pts, k=k + 1)
+    for lo in range(0, len(pts), chunk):
+        nb = pts[idx[lo : lo + chunk]]
+        nb = nb - nb.mean(axis=1, keepdims=True)
+        vals, vecs = np.linalg.eigh(np.einsum("nki,nkj->nij", nb, nb))
+        yield slice(lo, lo + chunk), vals, vecs
+
+
 def local_frames(xyz: np.ndarray | torch.Tensor, k: int = 16) -> np.ndarray:
     """Per point, the rotation whose axes are the principal axes of its ``k`` nearest points.
 
@@ -147,14 +162,10 @@ def local_frames(xyz: np.ndarray | torch.Tensor, k: int = 16) -> np.ndarray:
     kk = min(k, n - 1)
     if kk < 3:
         return quats
-    _, idx = cKDTree(pts).query(pts, k=kk + 1)  # the point itself and its kk neighbours
-    for lo in range(0, n, 65536):  # chunks keep the [chunk, k, 3] neighbourhoods small
-        nb = pts[idx[lo : lo + 65536]]
-        nb = nb - nb.mean(axis=1, keepdims=True)
-        _, vecs = np.linalg.eigh(np.einsum("nki,nkj->nij", nb, nb))  # ascending eigenvalues
+    for rows, _, vecs in neighbourhood_eigh(pts, kk):
         R = vecs[:, :, ::-1].copy()  # largest spread first, normal last
         R[np.linalg.det(R) < 0, :, 2] *= -1.0
-        quats[lo : lo + 65536] = rotmats_to_quats(R)
+        quats[rows] = rotmats_to_quats(R)
     return quats
 
 

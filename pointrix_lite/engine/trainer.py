@@ -141,6 +141,11 @@ class DefaultTrainer:
         seed_everything(cfg.seed)
         max_steps = cfg.trainer.max_steps
         self.dataset = DATASETS.build(cfg.dataset, "dataset")
+        turned = getattr(self.dataset, "world_rotation", None)  # dataset.orientation
+        if turned is not None and self.is_main_process:
+            from ..data.orientation import save_orientation
+
+            save_orientation(self.exp_dir, turned)
         if device_policy.pin_host_images(self.device) and hasattr(self.dataset, "train_views"):
             from ..data.cameras import pin_images  # lazy: the engine imports without the data package
 
