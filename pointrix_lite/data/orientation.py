@@ -23,7 +23,7 @@ import torch
 
 from ..atomic_io import atomic_write
 from ..errors import DataError
-from .cameras import View
+from .cameras import View, qvec_to_rotmat
 from .pointcloud import PointCloud, neighbourhood_eigh
 
 
@@ -132,15 +132,7 @@ def _refine(normals: np.ndarray, weights: np.ndarray, R: np.ndarray, cos_tol: fl
 
 
 def _random_rotation(rng: np.random.Generator) -> np.ndarray:
-    q = rng.normal(size=4)
-    w, x, y, z = q / np.linalg.norm(q)
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    )
+    return qvec_to_rotmat(rng.normal(size=4))  # a normalised Gaussian 4-vector: uniform on SO(3)
 
 
 def rotate_scene(R: np.ndarray, views: Iterable[View], xyz: torch.Tensor) -> torch.Tensor:
@@ -192,7 +184,8 @@ def save_orientation(exp_dir: Path, R: np.ndarray) -> Path | None:
         return None
     body = {
         "rotation": np.asarray(R, np.float64).tolist(),
-        "meaning": "model point = rotation @ dataset point (dataset.orientation); dataset point = rotation^T @ model point",
+        "meaning": "model point = rotation @ dataset point (dataset.orientation); "
+        "dataset point = rotation^T @ model point",
     }
     atomic_write(path, lambda f: f.write(json.dumps(body, indent=2)), mode="w")
     return path
