@@ -98,6 +98,8 @@ def test_colmap_dataset_orientation_turns_cameras_and_points_together(tmp_path) 
     plain = ColmapDataset(ColmapDataset.Config(data_path=str(tmp_path)))
     turned = ColmapDataset(ColmapDataset.Config(data_path=str(tmp_path), orientation="manhattan"))
     R = turned.world_rotation
+    again = ColmapDataset(ColmapDataset.Config(data_path=str(tmp_path), orientation="manhattan"))
+    assert np.array_equal(again.world_rotation, R)  # every load (a resume, render.py) finds the same frame
     assert np.array_equal(plain.world_rotation, np.eye(3)) and np.linalg.det(R) == pytest.approx(1.0)
     torch.testing.assert_close(turned.point_cloud.xyz, plain.point_cloud.xyz @ torch.from_numpy(R).float().T)
     for a, b in zip(plain.train_views + plain.test_views, turned.train_views + turned.test_views):
