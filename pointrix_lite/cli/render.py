@@ -88,17 +88,18 @@ def _trainer_from_ply(args: argparse.Namespace) -> tuple[Any, Path]:
         "model": {"type": "GaussianModel", "sh_degree": model.config.sh_degree},
         "renderer": {"type": "GaussianRenderer"},
     }
-    saved = read_orientation(args.ply.with_name(ORIENTATION_FILE))
+    turn_file = args.ply.with_name(ORIENTATION_FILE)
+    saved = read_orientation(turn_file)
     if saved is not None:  # trained with dataset.orientation: render the data set turned the same way
         if type_name != "ColmapDataset":
-            raise DataError(f"{args.ply.with_name(ORIENTATION_FILE)}: the model was trained on a turned COLMAP "
-                            f"scene, but --data {args.data} is a {type_name}")  # fmt: skip
+            raise DataError(f"{turn_file}: the model was trained on a turned COLMAP scene, but --data {args.data} "
+                            f"is a {type_name}")  # fmt: skip
         raw["dataset"]["orientation"] = "manhattan"
     cfg = eval_only(load_experiment(None, data=raw), out, args.backend)
     trainer = DefaultTrainer(cfg, out, cfg.device)
     if saved is not None and not np.allclose(trainer.dataset.world_rotation, saved, atol=1e-6):
         raise DataError(
-            f"{args.ply.with_name(ORIENTATION_FILE)}: --data {args.data} turns by another rotation than the "
+            f"{turn_file}: --data {args.data} turns by another rotation than the "
             "model was trained in (not the same data?); render with --exp-dir"
         )
     trainer.model = model.to(trainer.device)

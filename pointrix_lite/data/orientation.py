@@ -26,6 +26,8 @@ from ..errors import DataError
 from .cameras import View, qvec_to_rotmat
 from .pointcloud import PointCloud, neighbourhood_eigh
 
+TOLERANCE_DEG = 15.0  # a normal this close to an axis counts as lying along it
+
 
 def surface_normals(xyz: np.ndarray, k: int = 16) -> tuple[np.ndarray, np.ndarray]:
     """Per point, the normal of the plane through its ``k`` nearest points and how planar they lie.
@@ -47,7 +49,9 @@ def surface_normals(xyz: np.ndarray, k: int = 16) -> tuple[np.ndarray, np.ndarra
     return normals, planarity
 
 
-def axis_alignment(normals: np.ndarray, weights: np.ndarray, R: np.ndarray, tolerance_deg: float = 15.0) -> float:
+def axis_alignment(
+    normals: np.ndarray, weights: np.ndarray, R: np.ndarray, tolerance_deg: float = TOLERANCE_DEG
+) -> float:
     """The weighted share of ``normals`` that ``R`` turns to within ``tolerance_deg`` of an axis."""
     inliers = np.abs(normals @ R.T).max(axis=1) >= np.cos(np.radians(tolerance_deg))
     return float((weights * inliers).sum() / max(weights.sum(), 1e-300))
@@ -58,7 +62,7 @@ def manhattan_rotation(
     k: int = 16,
     sample: int = 20000,
     starts: int = 64,
-    tolerance_deg: float = 15.0,
+    tolerance_deg: float = TOLERANCE_DEG,
     seed: int = 0,
 ) -> tuple[np.ndarray, float]:
     """The rotation ``R`` (world -> aligned world) that puts the most surface normals along the axes.
@@ -162,7 +166,7 @@ def orient_to_axes(views: list[View], cloud: PointCloud) -> tuple[PointCloud, np
     turned = PointCloud(rotate_scene(R, views, cloud.xyz), cloud.rgb)
     console().print(
         f"orientation: turned the scene {angle:.1f} deg so that {100 * share:.0f}% of its surface "
-        "normals lie within 15 deg of an axis",
+        f"normals lie within {TOLERANCE_DEG:g} deg of an axis",
         markup=False,
     )
     return turned, R
