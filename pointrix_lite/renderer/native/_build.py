@@ -24,10 +24,10 @@ from types import ModuleType
 from typing import Optional
 
 _SOURCES = (
-    "bindings.cpp", "pool.cpp", "projection.cpp", "sh.cpp", "binning.cpp", "rasterize_fwd.cpp", "rasterize_bwd.cpp",
-    "ssim.cpp",
+    "bindings.cpp", "pool.cpp", "scratch.cpp", "projection.cpp", "sh.cpp", "binning.cpp", "rasterize_fwd.cpp",
+    "rasterize_bwd.cpp", "ssim.cpp",
 )
-_HEADERS = ("common.h", "kernels.h", "lanes.h", "pool.h", "simd.h", "tile.h")
+_HEADERS = ("common.h", "kernels.h", "lanes.h", "pool.h", "scratch.h", "simd.h", "tile.h")
 # -ffp-contract=off: no path may be fused differently in the forward and the
 # backward (the backward replays the forward's threshold tests), nor in one
 # build and another (every ISA computes bit-identical alphas). -march=native is safe because the build happens

@@ -4,15 +4,13 @@
 
 #include <ATen/Parallel.h>
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "kernels.h"
+#include "scratch.h"
 
 namespace {
 
@@ -33,61 +31,19 @@ void check_i32(const Tensor &t, const char *name) {
 int threads() { return std::max(1, at::get_num_threads()); }
 
 // A large output (the SH coefficient gradient: 38 MB at 200k Gaussians, SH 3)
-// on transparent huge pages where the kernel grants them on request
-// (madvise mode): a fresh allocation of that size otherwise costs ~10k page
-// faults per call, more time than computing it. Even on huge pages the kernel
-// zeroes every fresh page, so the block last freed is kept for the next call:
-// training frees this gradient (zero_grad) and asks for it again every step.
-struct SpareBlock {
-    std::mutex m;
-    void *p = nullptr;
-    size_t bytes = 0;
-};
-SpareBlock &spare() {
-    static SpareBlock *s = new SpareBlock;  // never destroyed: tensors may be freed at exit
-    return *s;
-}
-constexpr size_t kSpareMax = size_t(1) << 30;  // larger blocks go back to the system
-
-void release_large(void *p, size_t bytes) {
-    SpareBlock &s = spare();
-    void *drop = p;
-    if (bytes <= kSpareMax) {
-        std::lock_guard<std::mutex> lock(s.m);
-        if (bytes >= s.bytes) {  // keep the larger block: a growing model asks for more
-            drop = s.p;
-            s.p = p;
-            s.bytes = bytes;
-        }
-    }
-    std::free(drop);
-}
-
+// from scratch.h's kept huge-page blocks: a fresh allocation of that size costs
+// ~10k page faults and the kernel's zeroing of every page, more time than
+// computing it; training frees this gradient (zero_grad) and asks for it again
+// every step.
 Tensor empty_large(at::IntArrayRef sizes, const at::TensorOptions &f) {
-    constexpr size_t kHuge = size_t(2) << 20;
     int64_t numel = 1;
     for (int64_t s : sizes) numel *= s;
     const size_t bytes = static_cast<size_t>(numel) * f.dtype().itemsize();
-    if (bytes < kHuge) return at::empty(sizes, f);
-    const size_t want = (bytes + kHuge - 1) / kHuge * kHuge;
-    void *p = nullptr;
+    if (bytes < plr::kHugePage) return at::empty(sizes, f);
     size_t have = 0;
-    {
-        SpareBlock &s = spare();
-        std::lock_guard<std::mutex> lock(s.m);
-        if (s.p && s.bytes >= want && s.bytes / 2 <= want) {  // at most half of it unused
-            std::swap(p, s.p);
-            std::swap(have, s.bytes);
-        }
-    }
-    if (!p) {
-        if (posix_memalign(&p, kHuge, want) != 0) return at::empty(sizes, f);
-        have = want;
-#ifdef MADV_HUGEPAGE
-        madvise(p, want, MADV_HUGEPAGE);
-#endif
-    }
-    return torch::from_blob(p, sizes, [have](void *q) { release_large(q, have); }, f);
+    void *p = plr::acquire_block(bytes, &have);
+    if (!p) return at::empty(sizes, f);
+    return torch::from_blob(p, sizes, [have](void *q) { plr::release_block(q, have); }, f);
 }
 
 plr::ProjectArgs project_args(const Tensor &means, const Tensor &quats, const Tensor &scales,

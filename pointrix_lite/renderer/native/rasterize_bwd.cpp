@@ -1,11 +1,13 @@
 // Backward of the alpha compositing (gsplat RasterizeToPixels3DGSBwd.cu):
 // each pixel walks its Gaussians back to front from the forward's last index,
 // recovering T by dividing by (1 - alpha) from the saved final T. Threads own
-// tiles and write one gradient row per intersection, at its Gaussian-major
-// slot (binning's slot_by_pos); a second pass sums each Gaussian's contiguous
-// rows in a fixed order, so there are no atomics and results do not depend on
-// the thread count. (Rows in tile order made that pass gather them from all
-// over memory, which cost more than an eighth of the backward.)
+// tiles and write one gradient row per intersection that blended somewhere, at
+// its Gaussian-major slot (binning's slot_by_pos), and mark the slot; a second
+// pass sums each Gaussian's marked rows, contiguous, in a fixed order, so there
+// are no atomics and results do not depend on the thread count. (Rows in tile
+// order made that pass gather them from all over memory, which cost more than
+// an eighth of the backward; zero rows for the pairs that blended nowhere cost
+// a scattered 36-byte write each, the marks one byte in a small array.)
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -19,13 +21,6 @@ namespace {
 // Per-intersection gradient row: [v_x, v_y, v_conic(3), v_opacity, v_color(D), |v_x|, |v_y|]
 constexpr int kXY = 0, kConic = 2, kOpac = 5, kColor = 6;
 
-// Zeroes the gradient rows of a tile's pairs [from, to) (slots: the tile's
-// slot_by_pos entries). Every pair's row is written, zeros where it blended
-// nowhere, so the per-Gaussian sums need no look-up of contrib.
-inline void zero_rows(float *rows, const int32_t *slots, int K, int64_t from, int64_t to) {
-    for (int64_t i = from; i < to; ++i) std::fill_n(rows + static_cast<int64_t>(slots[i]) * K, K, 0.f);
-}
-
 // Any tile size (and the PLR_SCALAR build): plain per-pixel code.
 template <int TS_, int D_>
 struct BwdWorker {
@@ -33,7 +28,8 @@ struct BwdWorker {
     const Packed *packed;
     const float *T_final, *v_px, *va_px;
     const int32_t *last_ids, *slots;
-    float *rows;  // [n_isects, K], Gaussian-major
+    float *rows;       // [n_isects, K], Gaussian-major
+    uint8_t *written;  // [n_isects]: 1 where the slot's row was written
     const int K;
     const bool absgrad;
     const int TS = TS_ ? TS_ : a.tile_size;
@@ -43,8 +39,9 @@ struct BwdWorker {
     std::vector<int32_t> last, row_max;
 
     BwdWorker(const RasterArgs &a_, const Packed *pk, const float *tf, const float *vp, const float *vap,
-              const int32_t *li, const int32_t *sl, float *rw, int k, bool ag)
-        : a(a_), packed(pk), T_final(tf), v_px(vp), va_px(vap), last_ids(li), slots(sl), rows(rw), K(k), absgrad(ag),
+              const int32_t *li, const int32_t *sl, float *rw, uint8_t *wr, int k, bool ag)
+        : a(a_), packed(pk), T_final(tf), v_px(vp), va_px(vap), last_ids(li), slots(sl), rows(rw), written(wr), K(k),
+          absgrad(ag),
           T(TS * TS), buf(static_cast<size_t>(D) * TS * TS), vc(static_cast<size_t>(D) * TS * TS),
           tfa(TS * TS), lane(static_cast<size_t>(8 + D) * TS), last(TS * TS), row_max(TS) {}
 
@@ -55,7 +52,6 @@ struct BwdWorker {
         const int64_t n = ti.end - ti.begin;
         if (n == 0) return;
         const int32_t *sl = slots + ti.begin;
-        zero_rows(rows, sl, K, 0, n);  // pairs that blended nowhere keep these
         if (ti.w <= 0 || ti.h <= 0) return;
         const int TS = TS_ ? TS_ : a.tile_size;
         const int P = TS * TS;
@@ -142,6 +138,7 @@ struct BwdWorker {
                 }
             }
             if (!touched) continue;
+            written[sl[i]] = 1;
             float *o = rows + static_cast<int64_t>(sl[i]) * K;
             auto hsum = [&](const float *v) {
                 float s = 0.f;
@@ -174,18 +171,18 @@ struct BwdWorkerVec {
     const Packed *packed;
     const float *T_final, *v_px, *va_px;
     const int32_t *last_ids, *contrib, *slots;
-    float *rows;  // [n_isects, K], Gaussian-major
+    float *rows;       // [n_isects, K], Gaussian-major
+    uint8_t *written;  // [n_isects]: 1 where the slot's row was written
     const int K;
     const int D = D_ ? D_ : a.D;
-    std::vector<GaussRec> recs;
-    std::vector<float> cols;
     std::vector<vf> T, buf, vc, tfa;
     std::vector<nf> gcol_dyn;  // colour gradient sums when D is not a compile-time constant
     std::vector<vi> last;
 
     BwdWorkerVec(const RasterArgs &a_, const Packed *pk, const float *tf, const float *vp, const float *vap,
-                 const int32_t *li, const int32_t *cm, const int32_t *sl, float *rw, int k)
-        : a(a_), packed(pk), T_final(tf), v_px(vp), va_px(vap), last_ids(li), contrib(cm), slots(sl), rows(rw), K(k),
+                 const int32_t *li, const int32_t *cm, const int32_t *sl, float *rw, uint8_t *wr, int k)
+        : a(a_), packed(pk), T_final(tf), v_px(vp), va_px(vap), last_ids(li), contrib(cm), slots(sl), rows(rw),
+          written(wr), K(k),
           T(kLanes), buf(static_cast<size_t>(D) * kLanes), vc(static_cast<size_t>(D) * kLanes), tfa(kLanes), gcol_dyn(D_ ? 0 : D),
           last(kLanes) {}
 
@@ -197,7 +194,7 @@ struct BwdWorkerVec {
         if (n == 0) return;
         const int32_t *sl = slots + ti.begin;
         const int32_t *cm = contrib + ti.begin;
-        if (ti.w <= 0 || ti.h <= 0) return zero_rows(rows, sl, K, 0, n);
+        if (ti.w <= 0 || ti.h <= 0) return;
         const TileBlocks tb(ti);
         const float *bg = a.backgrounds ? a.backgrounds + ti.cam * D : nullptr;
         const int64_t *cs = a.v_colors_stride, *as = a.v_alphas_stride;
@@ -223,23 +220,27 @@ struct BwdWorkerVec {
                 max_last = std::max(max_last, last[k][j]);
             }
         }
-        zero_rows(rows, sl, K, max_last + 1, n);  // behind every pixel's last Gaussian
         if (max_last < 0) return;
-        gather_tile(a, packed, ti, recs, cols, Spans::kNone);
+        // Records straight from the packed array, no per-tile copy: only the
+        // pairs that blended somewhere are read, each once.
+        const int32_t *ids = a.flatten_ids + ti.begin;
+        const float *cam_colors = a.colors + ti.cam * a.colors_cam_stride;
+        const int64_t cam_base = ti.cam * a.N;
 
         for (int32_t i = max_last; i >= 0; --i) {
             // only the blocks where the forward blended this Gaussian: in the
             // others no lane is valid and every gradient term is exactly zero
             uint32_t used = static_cast<uint32_t>(cm[i]);
-            float *o = rows + static_cast<int64_t>(sl[i]) * K;
-            // the rows land all over memory: ask for the lines a few pairs ahead
-            if (i >= 6) __builtin_prefetch(rows + static_cast<int64_t>(sl[i - 6]) * K, 1);
-            if (used == 0) {
-                zero_rows(rows, sl, K, i, i + 1);
-                continue;
+            // records and rows lie all over memory: ask for the lines a few pairs ahead
+            if (i >= 6 && cm[i - 6]) {
+                __builtin_prefetch(rows + static_cast<int64_t>(sl[i - 6]) * K, 1);
+                __builtin_prefetch(packed + ids[i - 6]);
             }
-            const GaussRec g = recs[i];
-            const float *col = cols.data() + static_cast<int64_t>(i) * D;
+            if (used == 0) continue;
+            float *o = rows + static_cast<int64_t>(sl[i]) * K;
+            written[sl[i]] = 1;
+            const Packed &g = packed[ids[i]];
+            const float *col = D <= kPackedColors ? g.col : cam_colors + (ids[i] - cam_base) * D;
             nf gx{}, gy{}, gax{}, gay{}, gca{}, gcb{}, gcc{}, go{};
             nf gcol_fix[D_ ? D_ : 1];
             nf *gcol = D_ ? gcol_fix : gcol_dyn.data();
@@ -324,27 +325,27 @@ struct BwdWorkerVec {
 
 template <int TS_, int D_>
 void run(const RasterArgs &a, const float *tf, const float *vp, const float *vap, const int32_t *li,
-         const int32_t *cm, const int32_t *sl, float *rows, int K, bool absgrad) {
+         const int32_t *cm, const int32_t *sl, float *rows, uint8_t *wr, int K, bool absgrad) {
     const int64_t n_tiles = a.C * a.tile_w * a.tile_h;
-    const std::vector<Packed> packed = pack_gaussians(a);
+    const PackedGaussians packed(a);
 #ifdef PLR_HAVE_VEC
     if (TS_ == kLanes && absgrad)
-        for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorkerVec<D_, true>(a, packed.data(), tf, vp, vap, li, cm, sl, rows, K); });
+        for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorkerVec<D_, true>(a, packed.data(), tf, vp, vap, li, cm, sl, rows, wr, K); });
     else if (TS_ == kLanes)
-        for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorkerVec<D_, false>(a, packed.data(), tf, vp, vap, li, cm, sl, rows, K); });
+        for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorkerVec<D_, false>(a, packed.data(), tf, vp, vap, li, cm, sl, rows, wr, K); });
     else
 #endif
-        for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorker<TS_, D_>(a, packed.data(), tf, vp, vap, li, sl, rows, K, absgrad); });
+        for_each_tile(n_tiles, a.nthreads, [&] { return BwdWorker<TS_, D_>(a, packed.data(), tf, vp, vap, li, sl, rows, wr, K, absgrad); });
 }
 
 template <int TS_>
 void run_d(const RasterArgs &a, const float *tf, const float *vp, const float *vap, const int32_t *li,
-           const int32_t *cm, const int32_t *sl, float *rows, int K, bool absgrad) {
+           const int32_t *cm, const int32_t *sl, float *rows, uint8_t *wr, int K, bool absgrad) {
     switch (a.D) {
-        case 1: return run<TS_, 1>(a, tf, vp, vap, li, cm, sl, rows, K, absgrad);
-        case 3: return run<TS_, 3>(a, tf, vp, vap, li, cm, sl, rows, K, absgrad);
-        case 4: return run<TS_, 4>(a, tf, vp, vap, li, cm, sl, rows, K, absgrad);
-        default: return run<TS_, 0>(a, tf, vp, vap, li, cm, sl, rows, K, absgrad);
+        case 1: return run<TS_, 1>(a, tf, vp, vap, li, cm, sl, rows, wr, K, absgrad);
+        case 3: return run<TS_, 3>(a, tf, vp, vap, li, cm, sl, rows, wr, K, absgrad);
+        case 4: return run<TS_, 4>(a, tf, vp, vap, li, cm, sl, rows, wr, K, absgrad);
+        default: return run<TS_, 0>(a, tf, vp, vap, li, cm, sl, rows, wr, K, absgrad);
     }
 }
 
@@ -358,11 +359,15 @@ void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_i
     const int D = a.D;
     const int K = kColor + D + (absgrad ? 2 : 0);
     const int64_t n_isects = a.tile_offsets[a.C * a.tile_w * a.tile_h];
-    std::unique_ptr<float[]> rows(new float[static_cast<size_t>(n_isects) * K]);  // no zero fill
+    Scratch rows_mem(sizeof(float) * std::max<int64_t>(n_isects * K, 1));  // read only where marked: no zero fill
+    Scratch marks_mem(std::max<int64_t>(n_isects, 1));
+    float *rows = rows_mem.as<float>();
+    uint8_t *written = marks_mem.as<uint8_t>();
+    std::fill_n(written, n_isects, uint8_t{0});
     if (a.tile_size == 16)
-        run_d<16>(a, T_final, v_colors_px, v_alphas_px, last_ids, contrib, slot_by_pos, rows.get(), K, absgrad);
+        run_d<16>(a, T_final, v_colors_px, v_alphas_px, last_ids, contrib, slot_by_pos, rows, written, K, absgrad);
     else
-        run_d<0>(a, T_final, v_colors_px, v_alphas_px, last_ids, contrib, slot_by_pos, rows.get(), K, absgrad);
+        run_d<0>(a, T_final, v_colors_px, v_alphas_px, last_ids, contrib, slot_by_pos, rows, written, K, absgrad);
 
     const int64_t total = a.C * a.N;
     parallel_chunks(total, 4096, a.nthreads, [&](int64_t begin, int64_t end) {
@@ -375,10 +380,13 @@ void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_i
             acc = big.data();
         }
         for (int q = 0; q < K; ++q) acc[q] = 0.f;
-        const float *row = rows.get() + static_cast<int64_t>(gauss_offsets[idx]) * K;
-        const float *row_end = rows.get() + static_cast<int64_t>(gauss_offsets[idx + 1]) * K;
-        for (; row != row_end; row += K)
-            for (int q = 0; q < K; ++q) acc[q] += row[q];
+        // an unmarked row (blended nowhere) holds stale bytes: selected away, not
+        // skipped (a branch per row mispredicts; the rows stream in anyway)
+        for (int64_t slot = gauss_offsets[idx]; slot < gauss_offsets[idx + 1]; ++slot) {
+            const float *row = rows + slot * K;
+            const bool w = written[slot] != 0;
+            for (int q = 0; q < K; ++q) acc[q] += w ? row[q] : 0.f;
+        }
         v_means2d[2 * idx] = acc[kXY];
         v_means2d[2 * idx + 1] = acc[kXY + 1];
         for (int q = 0; q < 3; ++q) v_conics[3 * idx + q] = acc[kConic + q];

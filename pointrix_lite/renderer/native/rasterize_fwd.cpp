@@ -272,7 +272,7 @@ struct FwdWorkerVec {
 template <int TS_, int D_>
 int64_t run(const RasterArgs &a, float *oc, float *oa, float *ot, int32_t *li, int32_t *cm) {
     const int64_t n_tiles = a.C * a.tile_w * a.tile_h;
-    const std::vector<Packed> packed = pack_gaussians(a);
+    const PackedGaussians packed(a);
     std::vector<int64_t> evals(n_tiles, 0);
 #ifdef PLR_HAVE_VEC
     if (TS_ == kLanes)

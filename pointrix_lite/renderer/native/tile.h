@@ -10,6 +10,7 @@
 #include "common.h"
 #include "kernels.h"
 #include "pool.h"
+#include "scratch.h"
 #include "simd.h"
 
 namespace plr {
@@ -40,15 +41,29 @@ inline TileInfo tile_info(const RasterArgs &a, int64_t t) {
 }
 
 // Per-(camera, Gaussian) record packed once per call, so the per-tile gather
-// reads one block instead of five scattered arrays.
-struct Packed {
+// reads one cache line instead of six scattered arrays. The gather's ids come
+// in depth order, scattered over memory: one line per pair, on huge pages
+// (scratch.h), where 44-byte records without the colours cost two lines, a
+// third for the colour and a TLB miss each.
+constexpr int kPackedColors = 5;  // channels kept in the record (more: read from RasterArgs::colors)
+struct alignas(64) Packed {
     float x, y, a, b, c, o, half_w, half_h;
     float level, nb_a, nb_c;  // reach_level(o), -b/a and -b/c (reach_rects); +inf, 0, 0 for a non-PD conic
+    float col[kPackedColors];
+};
+static_assert(sizeof(Packed) == 64, "one cache line per record");
+
+// The records of every (camera, Gaussian), [C * N], in a workspace for one call.
+struct PackedGaussians {
+    Scratch mem;
+    explicit PackedGaussians(const RasterArgs &a);
+    const Packed *data() const { return mem.as<Packed>(); }
 };
 
-inline std::vector<Packed> pack_gaussians(const RasterArgs &a) {
+inline PackedGaussians::PackedGaussians(const RasterArgs &a) : mem(sizeof(Packed) * std::max<int64_t>(a.C * a.N, 1)) {
     const int64_t total = a.C * a.N;
-    std::vector<Packed> out(total);
+    Packed *out = mem.as<Packed>();
+    const int nc = a.D <= kPackedColors ? a.D : 0;
     parallel_chunks(total, 8192, a.nthreads, [&](int64_t begin, int64_t end) {
     int64_t c = begin / a.N, g = begin - c * a.N;  // no 64-bit division per Gaussian
     for (int64_t idx = begin; idx < end; ++idx, g = g + 1 == a.N ? (++c, 0) : g + 1) {
@@ -64,9 +79,10 @@ inline std::vector<Packed> pack_gaussians(const RasterArgs &a) {
         p.nb_a = -p.b / p.a;
         p.nb_c = -p.b / p.c;
         if (!(p.a > 0.f) || !(p.c > 0.f) || !(p.a * p.c - p.b * p.b > 0.f)) p.level = INFINITY, p.nb_a = p.nb_c = 0.f;
+        const float *src = a.colors + c * a.colors_cam_stride + g * a.D;
+        for (int k = 0; k < kPackedColors; ++k) p.col[k] = k < nc ? src[k] : 0.f;
     }
     });
-    return out;
 }
 
 enum class Spans { kNone, kScalar, kBlocks };
@@ -132,6 +148,7 @@ inline void gather_tile(const RasterArgs &a, const Packed *packed, const TileInf
     cols.resize(n * a.D);
     const float y0 = static_cast<float>(ti.y0);
     const int64_t cam_base = ti.cam * a.N;  // a tile's ids all belong to its camera
+    const bool in_record = a.D <= kPackedColors;
     // pixel columns have centres x0 + 0.5 .. x0 + w - 0.5
     const float px_lo = static_cast<float>(ti.x0) + 0.5f, px_hi = static_cast<float>(ti.x0 + ti.w - 1) + 0.5f;
     for (int64_t i = 0; i < n; ++i) {
@@ -140,14 +157,14 @@ inline void gather_tile(const RasterArgs &a, const Packed *packed, const TileInf
         if (i + 8 < n) {
             const int64_t ahead = a.flatten_ids[ti.begin + i + 8];
             __builtin_prefetch(packed + ahead);
-            __builtin_prefetch(a.colors + ti.cam * a.colors_cam_stride + (ahead - cam_base) * a.D);
+            if (!in_record) __builtin_prefetch(a.colors + ti.cam * a.colors_cam_stride + (ahead - cam_base) * a.D);
         }
         const int64_t idx = a.flatten_ids[ti.begin + i];  // c*N + g
         const Packed &p = packed[idx];
         GaussRec &r = recs[i];
         r.x = p.x, r.y = p.y, r.a = p.a, r.b = p.b, r.c = p.c, r.o = p.o;
         // idx - cam * N, not idx % N: a 64-bit division per pair cost more than the whole gather
-        const float *src = a.colors + ti.cam * a.colors_cam_stride + (idx - cam_base) * a.D;
+        const float *src = in_record ? p.col : a.colors + ti.cam * a.colors_cam_stride + (idx - cam_base) * a.D;
         for (int k = 0; k < a.D; ++k) cols[i * a.D + k] = src[k];
         if (spans == Spans::kNone) continue;
 #ifdef PLR_HAVE_VEC

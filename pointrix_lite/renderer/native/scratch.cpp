@@ -1,0 +1,89 @@
+#include "scratch.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <vector>
+
+namespace plr {
+namespace {
+
+struct Kept {
+    void *p;
+    size_t bytes;
+};
+
+// A step's large blocks: the rasterizer's gradient rows and packed records,
+// the SH gradient, a few image-sized buffers. More than this many, or more
+// than kKeepBytes in all, and the oldest go back to the system.
+constexpr size_t kKeepBlocks = 8;
+constexpr size_t kKeepBytes = size_t(4) << 30;
+
+struct Store {
+    std::mutex m;
+    std::vector<Kept> kept;  // oldest first
+};
+Store &store() {
+    static Store *s = new Store;  // never destroyed: tensors may be freed at exit
+    return *s;
+}
+
+}  // namespace
+
+void *acquire_block(size_t bytes, size_t *have) {
+    if (bytes < kHugePage) {
+        void *p = nullptr;
+        *have = bytes;
+        return posix_memalign(&p, 64, std::max<size_t>(bytes, 64)) == 0 ? p : nullptr;  // cache-line aligned
+    }
+    const size_t want = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    {
+        Store &s = store();
+        std::lock_guard<std::mutex> lock(s.m);
+        // the smallest kept block that fits, if no more than half of it goes unused
+        auto best = s.kept.end();
+        for (auto it = s.kept.begin(); it != s.kept.end(); ++it)
+            if (it->bytes >= want && it->bytes / 2 <= want && (best == s.kept.end() || it->bytes < best->bytes)) best = it;
+        if (best != s.kept.end()) {
+            void *p = best->p;
+            *have = best->bytes;
+            s.kept.erase(best);
+            return p;
+        }
+    }
+    void *p = nullptr;
+    if (posix_memalign(&p, kHugePage, want) != 0) return nullptr;
+#ifdef MADV_HUGEPAGE
+    madvise(p, want, MADV_HUGEPAGE);
+#endif
+    *have = want;
+    return p;
+}
+
+void release_block(void *p, size_t have) {
+    if (!p) return;
+    if (have < kHugePage) return std::free(p);
+    std::vector<void *> drop;
+    {
+        Store &s = store();
+        std::lock_guard<std::mutex> lock(s.m);
+        s.kept.push_back({p, have});
+        size_t total = 0;
+        for (const Kept &k : s.kept) total += k.bytes;
+        while (!s.kept.empty() && (s.kept.size() > kKeepBlocks || total > kKeepBytes)) {
+            total -= s.kept.front().bytes;
+            drop.push_back(s.kept.front().p);
+            s.kept.erase(s.kept.begin());
+        }
+    }
+    for (void *q : drop) std::free(q);
+}
+
+Scratch::Scratch(size_t bytes) : p_(acquire_block(bytes, &have_)) {
+    if (!p_) throw std::bad_alloc();
+}
+
+}  // namespace plr

@@ -1,0 +1,40 @@
+// Large blocks (per-call workspaces and big outputs) on transparent huge pages,
+// kept for the next call. A fresh block of tens of MB costs a page fault per
+// 4 KB page and the kernel zeroes every page it hands out; training asks for
+// the same sizes every step, so blocks that come back are kept and reused.
+#pragma once
+
+#include <cstddef>
+
+namespace plr {
+
+// Requests below this go to the allocator, which recycles them anyway.
+constexpr size_t kHugePage = size_t(2) << 20;
+
+// A block of at least `bytes` (64-byte aligned, 2 MB from kHugePage on; *have: its size), a kept one
+// when one fits (at most twice the size asked), else a fresh one advised onto
+// huge pages. nullptr when the system has no memory.
+void *acquire_block(size_t bytes, size_t *have);
+
+// Gives a block from acquire_block back: kept for the next request (the most
+// recent few, up to a total cap), the rest freed.
+void release_block(void *p, size_t have);
+
+// A workspace for the length of one call.
+class Scratch {
+   public:
+    explicit Scratch(size_t bytes);
+    ~Scratch() { release_block(p_, have_); }
+    Scratch(const Scratch &) = delete;
+    Scratch &operator=(const Scratch &) = delete;
+    template <class T>
+    T *as() const {
+        return static_cast<T *>(p_);
+    }
+
+   private:
+    void *p_ = nullptr;
+    size_t have_ = 0;
+};
+
+}  // namespace plr
