@@ -30,11 +30,12 @@ void check_i32(const Tensor &t, const char *name) {
 
 int threads() { return std::max(1, at::get_num_threads()); }
 
-// A large output (the SH coefficient gradient: 38 MB at 200k Gaussians, SH 3)
-// from scratch.h's kept huge-page blocks: a fresh allocation of that size costs
-// ~10k page faults and the kernel's zeroing of every page, more time than
-// computing it; training frees this gradient (zero_grad) and asks for it again
-// every step.
+// Outputs from scratch.h's kept huge-page blocks (below 2 MB: at::empty). A
+// fresh allocation of the SH coefficient gradient (38 MB at 200k Gaussians,
+// SH 3) or of a 1080x1920 image costs a page fault per 4 KB page and the
+// kernel's zeroing of every page, more time than computing it; training frees
+// them (zero_grad, the end of the backward) and asks for the same sizes every
+// step.
 Tensor empty_large(at::IntArrayRef sizes, const at::TensorOptions &f) {
     int64_t numel = 1;
     for (int64_t s : sizes) numel *= s;
@@ -83,11 +84,11 @@ std::vector<Tensor> project_fwd(const Tensor &means, const Tensor &quats, const 
     auto a = project_args(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d,
                           near_plane, far_plane, radius_clip, calc_comp);
     auto f = means.options();
-    Tensor radii = at::empty({a.C, a.N, 2}, f.dtype(at::kInt));
-    Tensor means2d = at::empty({a.C, a.N, 2}, f);
-    Tensor depths = at::empty({a.C, a.N}, f);
-    Tensor conics = at::empty({a.C, a.N, 3}, f);
-    Tensor comps = calc_comp ? at::empty({a.C, a.N}, f) : at::empty({0}, f);
+    Tensor radii = empty_large({a.C, a.N, 2}, f.dtype(at::kInt));
+    Tensor means2d = empty_large({a.C, a.N, 2}, f);
+    Tensor depths = empty_large({a.C, a.N}, f);
+    Tensor conics = empty_large({a.C, a.N, 3}, f);
+    Tensor comps = calc_comp ? empty_large({a.C, a.N}, f) : at::empty({0}, f);
     plr::project_fwd(a, radii.data_ptr<int32_t>(), means2d.data_ptr<float>(),
                      depths.data_ptr<float>(), conics.data_ptr<float>(),
                      calc_comp ? comps.data_ptr<float>() : nullptr);
@@ -111,8 +112,8 @@ std::vector<Tensor> project_bwd(const Tensor &means, const Tensor &quats, const 
         check(comps, "compensations", 2);
         check(v_comps, "v_compensations", 2);
     }
-    Tensor v_means = at::empty_like(means), v_quats = at::empty_like(quats),
-           v_scales = at::empty_like(scales);
+    Tensor v_means = empty_large(means.sizes(), means.options()), v_quats = empty_large(quats.sizes(), quats.options()),
+           v_scales = empty_large(scales.sizes(), scales.options());
     Tensor v_viewmats = viewmats_grad ? at::empty_like(viewmats) : at::empty({0}, means.options());
     plr::project_bwd(a, radii.data_ptr<int32_t>(), conics.data_ptr<float>(),
                      calc_comp ? comps.data_ptr<float>() : nullptr, v_means2d.data_ptr<float>(),
@@ -157,12 +158,12 @@ std::vector<Tensor> bin_tiles(const Tensor &means2d, const Tensor &radii, const 
     a.boxes = boxes.get();
     a.nthreads = threads();
     auto i32 = means2d.options().dtype(at::kInt);
-    Tensor gauss_offsets = at::empty({a.C * a.N + 1}, i32);
+    Tensor gauss_offsets = empty_large({a.C * a.N + 1}, i32);
     int64_t n = plr::bin_count(a, gauss_offsets.data_ptr<int32_t>());
     TORCH_CHECK(n < std::numeric_limits<int32_t>::max(), "too many tile intersections: ", n);
-    Tensor tile_offsets = at::empty({a.C * a.tile_w * a.tile_h + 1}, i32);
-    Tensor flatten_ids = at::empty({n}, i32);
-    Tensor slot_by_pos = at::empty({n}, i32);
+    Tensor tile_offsets = empty_large({a.C * a.tile_w * a.tile_h + 1}, i32);
+    Tensor flatten_ids = empty_large({n}, i32);
+    Tensor slot_by_pos = empty_large({n}, i32);
     plr::bin_fill(a, gauss_offsets.data_ptr<int32_t>(), tile_offsets.data_ptr<int32_t>(),
                   flatten_ids.data_ptr<int32_t>(), slot_by_pos.data_ptr<int32_t>());
     return {tile_offsets, flatten_ids, gauss_offsets, slot_by_pos};
@@ -220,11 +221,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, int64_t> raster_fwd(
     auto a = raster_args(means2d, conics, colors, opacities, backgrounds, width, height, tile_size,
                          tile_offsets, flatten_ids);
     auto f = means2d.options();
-    Tensor out_c = at::empty({a.C, height, width, a.D}, f);
-    Tensor out_a = at::empty({a.C, height, width, 1}, f);
-    Tensor out_T = at::empty({a.C, height, width}, f);
-    Tensor last = at::empty({a.C, height, width}, f.dtype(at::kInt));
-    Tensor contrib = at::empty({flatten_ids.numel()}, f.dtype(at::kInt));
+    Tensor out_c = empty_large({a.C, height, width, a.D}, f);
+    Tensor out_a = empty_large({a.C, height, width, 1}, f);
+    Tensor out_T = empty_large({a.C, height, width}, f);
+    Tensor last = empty_large({a.C, height, width}, f.dtype(at::kInt));
+    Tensor contrib = empty_large({flatten_ids.numel()}, f.dtype(at::kInt));
     int64_t evals = plr::raster_fwd(a, out_c.data_ptr<float>(), out_a.data_ptr<float>(),
                                     out_T.data_ptr<float>(), last.data_ptr<int32_t>(),
                                     contrib.data_ptr<int32_t>());
@@ -255,11 +256,11 @@ std::vector<Tensor> raster_bwd(const Tensor &means2d, const Tensor &conics, cons
     for (int i = 0; i < 4; ++i) a.v_colors_stride[i] = v_colors_px.stride(i);
     for (int i = 0; i < 3; ++i) a.v_alphas_stride[i] = v_alphas_px.stride(i);
     auto f = means2d.options();
-    Tensor v_means2d = at::empty({a.C, a.N, 2}, f);
-    Tensor v_conics = at::empty({a.C, a.N, 3}, f);
-    Tensor v_colors = at::empty({a.C, a.N, a.D}, f);
-    Tensor v_opac = at::empty({a.C, a.N}, f);
-    Tensor v_abs = absgrad ? at::empty({a.C, a.N, 2}, f) : at::empty({0}, f);
+    Tensor v_means2d = empty_large({a.C, a.N, 2}, f);
+    Tensor v_conics = empty_large({a.C, a.N, 3}, f);
+    Tensor v_colors = empty_large({a.C, a.N, a.D}, f);
+    Tensor v_opac = empty_large({a.C, a.N}, f);
+    Tensor v_abs = absgrad ? empty_large({a.C, a.N, 2}, f) : at::empty({0}, f);
     plr::raster_bwd(a, T_final.data_ptr<float>(), last_ids.data_ptr<int32_t>(), contrib.data_ptr<int32_t>(),
                     v_colors_px.data_ptr<float>(), v_alphas_px.data_ptr<float>(),
                     gauss_offsets.data_ptr<int32_t>(), slot_by_pos.data_ptr<int32_t>(),
@@ -296,7 +297,7 @@ plr::ShArgs sh_args(int64_t degree, const Tensor &means, const Tensor &campos, c
 Tensor sh_fwd(int64_t degree, const Tensor &means, const Tensor &campos, const Tensor &coeffs,
               const Tensor &radii) {
     auto a = sh_args(degree, means, campos, coeffs, radii);
-    Tensor colors = at::empty({a.C, a.N, 3}, means.options());
+    Tensor colors = empty_large({a.C, a.N, 3}, means.options());
     plr::sh_fwd(a, colors.data_ptr<float>());
     return colors;
 }
@@ -310,7 +311,7 @@ std::vector<Tensor> sh_bwd(int64_t degree, const Tensor &means, const Tensor &ca
     check(v_colors, "v_colors", 3);
     auto f = means.options();
     Tensor v_coeffs = a.coeffs_cam_stride == 0 ? empty_large({a.N, a.K, 3}, f) : empty_large({a.C, a.N, a.K, 3}, f);
-    Tensor v_means = at::empty({a.N, 3}, f), v_campos = at::empty({a.C, 3}, f);
+    Tensor v_means = empty_large({a.N, 3}, f), v_campos = empty_large({a.C, 3}, f);
     plr::sh_bwd(a, colors.data_ptr<float>(), v_colors.data_ptr<float>(), v_coeffs.data_ptr<float>(),
                 v_means.data_ptr<float>(), v_campos.data_ptr<float>());
     return {v_coeffs, v_means, v_campos};
@@ -352,9 +353,9 @@ std::tuple<double, Tensor, Tensor, Tensor, double> ssim_fwd(const Tensor &x, con
     auto a = ssim_args(x, y, taps, c1, c2, valid);
     const size_t items = static_cast<size_t>(plr::ssim_items(a));
     std::vector<double> partial(items), l1_partial(with_l1 ? items : 0);
-    Tensor d_mu = with_grad ? at::empty_like(x) : Tensor();
-    Tensor d_xx = with_grad ? at::empty_like(x) : Tensor();
-    Tensor d_xy = with_grad ? at::empty_like(x) : Tensor();
+    Tensor d_mu = with_grad ? empty_large(x.sizes(), x.options()) : Tensor();
+    Tensor d_xx = with_grad ? empty_large(x.sizes(), x.options()) : Tensor();
+    Tensor d_xy = with_grad ? empty_large(x.sizes(), x.options()) : Tensor();
     plr::ssim_fwd(a, partial.data(), with_grad ? d_mu.data_ptr<float>() : nullptr,
                   with_grad ? d_xx.data_ptr<float>() : nullptr, with_grad ? d_xy.data_ptr<float>() : nullptr,
                   with_l1 ? l1_partial.data() : nullptr);
@@ -371,7 +372,7 @@ Tensor ssim_bwd(const Tensor &x, const Tensor &y, const Tensor &taps, double c1,
     check(d_mu, "ssim d_mu", 3);
     check(d_xx, "ssim d_xx", 3);
     check(d_xy, "ssim d_xy", 3);
-    Tensor v_x = at::empty_like(x);
+    Tensor v_x = empty_large(x.sizes(), x.options());
     plr::ssim_bwd(a, static_cast<float>(scale), d_mu.data_ptr<float>(), d_xx.data_ptr<float>(),
                   d_xy.data_ptr<float>(), v_x.data_ptr<float>(), static_cast<float>(l1_scale));
     return v_x;

@@ -198,6 +198,19 @@ struct BwdWorkerVec {
         const TileBlocks tb(ti);
         const float *bg = a.backgrounds ? a.backgrounds + ti.cam * D : nullptr;
         const int64_t *cs = a.v_colors_stride, *as = a.v_alphas_stride;
+        // The loops below read the tile's pixels block by block, four image rows
+        // at a time; asking for all its rows first overlaps the cache misses.
+        for (int r = 0; r < ti.h; ++r) {
+            const int y = ti.y0 + r;
+            const int64_t pix = (ti.cam * a.height + y) * a.width + ti.x0;
+            __builtin_prefetch(last_ids + pix);
+            __builtin_prefetch(T_final + pix);
+            const float *vrow = v_px + ti.cam * cs[0] + y * cs[1] + ti.x0 * cs[2];  // 3 lines for RGB
+            __builtin_prefetch(vrow);
+            __builtin_prefetch(vrow + (ti.w / 2) * cs[2]);
+            __builtin_prefetch(vrow + (ti.w - 1) * cs[2] + (D - 1) * cs[3]);
+            __builtin_prefetch(va_px + ti.cam * as[0] + y * as[1] + ti.x0 * as[2]);
+        }
         int32_t max_last = -1;
         for (int k = 0; k < kLanes; ++k) {
             for (int j = 0; j < kLanes; ++j) {

@@ -85,7 +85,7 @@ inline PackedGaussians::PackedGaussians(const RasterArgs &a) : mem(sizeof(Packed
     });
 }
 
-enum class Spans { kNone, kScalar, kBlocks };
+enum class Spans { kScalar, kBlocks };
 
 #ifdef PLR_HAVE_VEC
 // A 16x16 tile as 16 blocks of 4x4 pixels, one block per 16-lane vector:
@@ -133,25 +133,29 @@ struct TileBlocks {
 };
 #endif
 
-// Gathers the tile's Gaussians (and their colors, [n][D]) contiguously, with
-// where their alpha can reach 1/255. kBlocks (tile size 16): the 4x4 blocks,
-// all at once (TileBlocks::reach). kScalar (any tile size): rows [lo, hi], the ellipse's
+// Gathers the tile's Gaussians [from, to) of its list (and their colors,
+// [n][D]) into recs / cols at their tile-local index, with where their alpha
+// can reach 1/255. kBlocks (tile size 16): the 4x4 blocks, all at once
+// (TileBlocks::reach). kScalar (any tile size): rows [lo, hi], the ellipse's
 // bounding rows, ends trimmed by the exact row test (Reach::row); the
 // reachable rows are an interval (the ellipse cut to the tile's columns is
-// convex), so trimming the ends is enough. kNone (the SIMD backward, which
-// reads the forward's contribution masks instead) leaves both unset.
+// convex), so trimming the ends is enough. The arrays are sized for the whole
+// list when from is 0.
 inline void gather_tile(const RasterArgs &a, const Packed *packed, const TileInfo &ti,
                         std::vector<GaussRec> &recs, std::vector<float> &cols, Spans spans,
-                        const struct TileBlocks *blocks = nullptr) {
+                        const struct TileBlocks *blocks = nullptr, int64_t from = 0, int64_t to = -1) {
     const int64_t n = ti.end - ti.begin;
-    recs.resize(n);
-    cols.resize(n * a.D);
+    if (to < 0) to = n;
+    if (from == 0) {
+        recs.resize(n);
+        cols.resize(n * a.D);
+    }
     const float y0 = static_cast<float>(ti.y0);
     const int64_t cam_base = ti.cam * a.N;  // a tile's ids all belong to its camera
     const bool in_record = a.D <= kPackedColors;
     // pixel columns have centres x0 + 0.5 .. x0 + w - 0.5
     const float px_lo = static_cast<float>(ti.x0) + 0.5f, px_hi = static_cast<float>(ti.x0 + ti.w - 1) + 0.5f;
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = from; i < to; ++i) {
         // ids come in depth order, scattered over memory: the gather waits on
         // cache misses unless the records a few pairs ahead are requested now
         if (i + 8 < n) {
@@ -166,7 +170,6 @@ inline void gather_tile(const RasterArgs &a, const Packed *packed, const TileInf
         // idx - cam * N, not idx % N: a 64-bit division per pair cost more than the whole gather
         const float *src = in_record ? p.col : a.colors + ti.cam * a.colors_cam_stride + (idx - cam_base) * a.D;
         for (int k = 0; k < a.D; ++k) cols[i * a.D + k] = src[k];
-        if (spans == Spans::kNone) continue;
 #ifdef PLR_HAVE_VEC
         if (spans == Spans::kBlocks) {
             r.blocks = blocks->reach(p);
