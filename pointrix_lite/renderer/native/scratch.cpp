@@ -84,7 +84,9 @@ void release_block(void *p, size_t have) {
     for (void *q : drop) std::free(q);
 }
 
-Scratch::Scratch(size_t bytes) : p_(acquire_block(bytes, &have_)) {
+Scratch::Scratch(size_t bytes) {
+    // in the body: a member initialiser would run before have_'s default one resets it
+    p_ = acquire_block(bytes, &have_);
     if (!p_) throw std::bad_alloc();
 }
 
