@@ -362,6 +362,40 @@ void run_d(const RasterArgs &a, const float *tf, const float *vp, const float *v
     }
 }
 
+// Per-Gaussian gradients, [C, N, ...] each; v_means2d_abs null without absgrad.
+struct GradOut {
+    float *v_means2d, *v_conics, *v_colors, *v_opacities, *v_means2d_abs;
+};
+
+// Sums each of the (camera, Gaussian) entries [begin, end)'s marked rows, in
+// slot order. An unmarked row (blended nowhere) holds stale bytes: selected
+// away, not skipped (a branch per row mispredicts; the rows stream in anyway).
+template <int K_>
+void sum_rows(const float *rows, const uint8_t *written, const int32_t *gauss_offsets, int K_dyn, int D,
+              const GradOut &out, int64_t begin, int64_t end) {
+    const int K = K_ ? K_ : K_dyn;
+    std::vector<float> acc_dyn(K_ ? 0 : K);
+    float acc_fix[K_ ? K_ : 1];
+    float *acc = K_ ? acc_fix : acc_dyn.data();
+    for (int64_t idx = begin; idx < end; ++idx) {
+        for (int q = 0; q < K; ++q) acc[q] = 0.f;
+        for (int64_t slot = gauss_offsets[idx]; slot < gauss_offsets[idx + 1]; ++slot) {
+            const float *row = rows + slot * K;
+            const bool w = written[slot] != 0;
+            for (int q = 0; q < K; ++q) acc[q] += w ? row[q] : 0.f;
+        }
+        out.v_means2d[2 * idx] = acc[kXY];
+        out.v_means2d[2 * idx + 1] = acc[kXY + 1];
+        for (int q = 0; q < 3; ++q) out.v_conics[3 * idx + q] = acc[kConic + q];
+        out.v_opacities[idx] = acc[kOpac];
+        for (int k = 0; k < D; ++k) out.v_colors[idx * D + k] = acc[kColor + k];
+        if (out.v_means2d_abs) {
+            out.v_means2d_abs[2 * idx] = acc[kColor + D];
+            out.v_means2d_abs[2 * idx + 1] = acc[kColor + D + 1];
+        }
+    }
+}
+
 }  // namespace
 
 void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_ids, const int32_t *contrib,
@@ -383,33 +417,14 @@ void raster_bwd(const RasterArgs &a, const float *T_final, const int32_t *last_i
         run_d<0>(a, T_final, v_colors_px, v_alphas_px, last_ids, contrib, slot_by_pos, rows, written, K, absgrad);
 
     const int64_t total = a.C * a.N;
+    const GradOut out{v_means2d, v_conics, v_colors, v_opacities, v_means2d_abs};
     parallel_chunks(total, 4096, a.nthreads, [&](int64_t begin, int64_t end) {
-    for (int64_t idx = begin; idx < end; ++idx) {
-        float s[kColor + 2 + 64];
-        std::vector<float> big;
-        float *acc = s;
-        if (K > static_cast<int>(sizeof(s) / sizeof(float))) {
-            big.assign(K, 0.f);
-            acc = big.data();
+        // a row length known at compile time keeps the sums in registers
+        switch (K) {
+            case kColor + 3: return sum_rows<kColor + 3>(rows, written, gauss_offsets, K, D, out, begin, end);
+            case kColor + 5: return sum_rows<kColor + 5>(rows, written, gauss_offsets, K, D, out, begin, end);
+            default: return sum_rows<0>(rows, written, gauss_offsets, K, D, out, begin, end);
         }
-        for (int q = 0; q < K; ++q) acc[q] = 0.f;
-        // an unmarked row (blended nowhere) holds stale bytes: selected away, not
-        // skipped (a branch per row mispredicts; the rows stream in anyway)
-        for (int64_t slot = gauss_offsets[idx]; slot < gauss_offsets[idx + 1]; ++slot) {
-            const float *row = rows + slot * K;
-            const bool w = written[slot] != 0;
-            for (int q = 0; q < K; ++q) acc[q] += w ? row[q] : 0.f;
-        }
-        v_means2d[2 * idx] = acc[kXY];
-        v_means2d[2 * idx + 1] = acc[kXY + 1];
-        for (int q = 0; q < 3; ++q) v_conics[3 * idx + q] = acc[kConic + q];
-        v_opacities[idx] = acc[kOpac];
-        for (int k = 0; k < D; ++k) v_colors[idx * D + k] = acc[kColor + k];
-        if (absgrad) {
-            v_means2d_abs[2 * idx] = acc[kColor + D];
-            v_means2d_abs[2 * idx + 1] = acc[kColor + D + 1];
-        }
-    }
     });
 }
 
