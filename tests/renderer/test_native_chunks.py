@@ -81,23 +81,25 @@ def test_a_block_still_blending_sees_the_gaussians_of_later_chunks() -> None:
     assert meta["n_evaluations"] < 0.5 * thin["n_evaluations"]
 
 
+def cube(seed: int, n: int, size: int) -> dict:
+    """``n`` small random Gaussians filling a cube 3 units in front of one ``size`` x ``size`` camera."""
+    from .dense_reference import look_at
+
+    g = torch.Generator().manual_seed(seed)
+    return dict(
+        means=torch.rand(n, 3, generator=g) * 2 - 1, quats=torch.randn(n, 4, generator=g),
+        scales=torch.exp(torch.randn(n, 3, generator=g) * 0.3 - 3.2), opacities=torch.rand(n, generator=g),
+        colors=torch.rand(n, 3, generator=g), viewmats=look_at([0.0, 0.0, -3.0])[None].float(),
+        Ks=torch.tensor([[[size * 0.9, 0.0, size / 2], [0.0, size * 0.9, size / 2], [0.0, 0.0, 1.0]]]),
+        width=size, height=size,
+    )  # fmt: skip
+
+
 def test_results_do_not_depend_on_what_an_earlier_render_left_behind() -> None:
     """Blocks over 2 MB (gradient rows, packed records, outputs) are kept between calls and handed to
     the next call that fits, with whatever the last user wrote; rows of pairs that blended nowhere are
     never written. A render before and after a different one of the same size (which gets the same
     blocks, full of its own rows) gives the same bits."""
-    from .dense_reference import look_at
-
-    def cube(seed: int, n: int, size: int) -> dict:
-        g = torch.Generator().manual_seed(seed)
-        return dict(
-            means=torch.rand(n, 3, generator=g) * 2 - 1, quats=torch.randn(n, 4, generator=g),
-            scales=torch.exp(torch.randn(n, 3, generator=g) * 0.3 - 3.2), opacities=torch.rand(n, generator=g),
-            colors=torch.rand(n, 3, generator=g), viewmats=look_at([0.0, 0.0, -3.0])[None].float(),
-            Ks=torch.tensor([[[size * 0.9, 0.0, size / 2], [0.0, size * 0.9, size / 2], [0.0, 0.0, 1.0]]]),
-            width=size, height=size,
-        )  # fmt: skip
-
     scene, other = cube(1, 40_000, 192), cube(2, 40_000, 192)
     first = run_with_grads(rasterization_native, scene, "colors", seed=3, absgrad=True)
     assert int(first["meta"]["tiles_per_gauss"].sum()) * 11 * 4 > 2 << 20, "rows must come from kept blocks"
@@ -108,3 +110,26 @@ def test_results_do_not_depend_on_what_an_earlier_render_left_behind() -> None:
     for name in ARGS + ("colors", "means2d"):
         assert torch.equal(first["grads"][name], again["grads"][name]), name
     assert torch.equal(first["meta"]["means2d"].absgrad, again["meta"]["means2d"].absgrad)
+
+
+def test_kept_blocks_of_sizes_no_longer_asked_for_go_back() -> None:
+    """A model that grows, or a resolution schedule, changes the sizes asked for: blocks no request
+    took for a while are freed, so what is kept comes back to what the current renders use."""
+    from pointrix_lite.renderer.native._build import load_extension
+
+    ext = load_extension()
+    small, large = cube(1, 40_000, 192), cube(2, 200_000, 480)
+    for _ in range(3):
+        run_with_grads(rasterization_native, small, "colors")
+    _, small_bytes, _ = ext.scratch_kept()
+    run_with_grads(rasterization_native, large, "colors")
+    _, with_large, requests = ext.scratch_kept()
+    assert with_large > small_bytes + (20 << 20), "the large render must leave larger blocks behind"
+    for _ in range(400):  # until kMaxAge (256) requests have passed
+        run_with_grads(rasterization_native, small, "colors")
+        _, after, now = ext.scratch_kept()
+        if now - requests > 260:
+            break
+    assert now - requests > 260
+    # what is left serves the small renders (a kept block may be up to twice the size asked)
+    assert after < with_large / 4 and after <= 4 * small_bytes, (small_bytes, with_large, after)

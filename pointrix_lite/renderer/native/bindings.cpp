@@ -407,6 +407,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     m.def("project_fwd", &project_fwd);
     m.def("project_bwd", &project_bwd);
     m.def("bin_tiles", &bin_tiles);
+    m.def("scratch_kept", [] {
+        size_t blocks = 0, bytes = 0;
+        uint64_t requests = 0;
+        plr::kept_blocks(&blocks, &bytes, &requests);
+        return std::make_tuple(static_cast<int64_t>(blocks), static_cast<int64_t>(bytes),
+                               static_cast<int64_t>(requests));
+    });
     m.def("raster_fwd", &raster_fwd);
     m.def("raster_bwd", &raster_bwd);
     m.def("sh_fwd", &sh_fwd);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace plr {
 
@@ -19,6 +20,12 @@ void *acquire_block(size_t bytes, size_t *have);
 // Gives a block from acquire_block back: kept for the next request (the most
 // recent few, up to a total cap), the rest freed.
 void release_block(void *p, size_t have);
+
+// The blocks kept now, their bytes and the requests over 2 MB so far (for tests).
+void kept_blocks(size_t *blocks, size_t *bytes, uint64_t *requests);
+
+// A kept block that no request took in this many requests is freed.
+constexpr uint64_t kMaxAge = 256;  // ~8 training steps at 1080x1920
 
 // A workspace for the length of one call.
 class Scratch {
