@@ -320,6 +320,19 @@ struct BwdWorkerVec {
                 T[k] = sel(valid, Tn, T[k]);
 #endif
             }
+#if defined(__AVX512F__)
+            if constexpr (D_ != 0 && kColor + D_ + 2 <= kLanes) {
+                // the row's sums in one vector and one masked store
+                constexpr int kRow = kColor + D_ + (kAbs ? 2 : 0);
+                nf sums[kRow];
+                sums[kXY] = gx, sums[kXY + 1] = gy, sums[kConic] = gca, sums[kConic + 1] = gcb;
+                sums[kConic + 2] = gcc, sums[kOpac] = go;
+                for (int q = 0; q < D_; ++q) sums[kColor + q] = gcol[q];
+                if constexpr (kAbs) sums[kColor + D_] = gax, sums[kColor + D_ + 1] = gay;
+                _mm512_mask_storeu_ps(o, static_cast<__mmask16>((1u << kRow) - 1), hsum_lanes<kRow>(sums));
+                continue;
+            }
+#endif
             o[kXY] = hsum(gx);
             o[kXY + 1] = hsum(gy);
             o[kConic] = hsum(gca);
