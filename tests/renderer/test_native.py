@@ -147,9 +147,10 @@ def test_early_termination_and_saturated_pixels() -> None:
     assert (ref["alphas"] > 0.9998).float().mean() > 0.1, "scene must saturate pixels"
 
 
-@pytest.mark.parametrize("tile_size, n_features", [(8, 3), (16, 2), (16, 5), (13, 1)])
+@pytest.mark.parametrize("tile_size, n_features", [(8, 3), (16, 2), (16, 5), (16, 7), (13, 1)])
 def test_generic_tile_sizes_and_channel_counts(tile_size: int, n_features: int) -> None:
-    """Paths not specialised at compile time (tile 16 with D in {1,3,4} is)."""
+    """Paths not specialised at compile time (tile 16 with D in {1,3,4} is); 7 channels do not fit the
+    packed record (kPackedColors = 5 in tile.h) and are read from the colour array."""
     scene = random_scene(seed=30 + tile_size)
     g = torch.Generator().manual_seed(1)
     scene["colors"] = torch.rand(3, scene["means"].shape[0], n_features, generator=g)  # per-camera features

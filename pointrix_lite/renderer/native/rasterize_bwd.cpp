@@ -9,7 +9,6 @@
 // an eighth of the backward; zero rows for the pairs that blended nowhere cost
 // a scattered 36-byte write each, the marks one byte in a small array.)
 #include <cmath>
-#include <memory>
 #include <vector>
 
 #include "simd.h"
@@ -237,8 +236,6 @@ struct BwdWorkerVec {
         // Records straight from the packed array, no per-tile copy: only the
         // pairs that blended somewhere are read, each once.
         const int32_t *ids = a.flatten_ids + ti.begin;
-        const float *cam_colors = a.colors + ti.cam * a.colors_cam_stride;
-        const int64_t cam_base = ti.cam * a.N;
 
         for (int32_t i = max_last; i >= 0; --i) {
             // only the blocks where the forward blended this Gaussian: in the
@@ -253,7 +250,7 @@ struct BwdWorkerVec {
             float *o = rows + static_cast<int64_t>(sl[i]) * K;
             written[sl[i]] = 1;
             const Packed &g = packed[ids[i]];
-            const float *col = D <= kPackedColors ? g.col : cam_colors + (ids[i] - cam_base) * D;
+            const float *col = pair_colors(a, g, ti.cam, ids[i]);
             nf gx{}, gy{}, gax{}, gay{}, gca{}, gcb{}, gcc{}, go{};
             nf gcol_fix[D_ ? D_ : 1];
             nf *gcol = D_ ? gcol_fix : gcol_dyn.data();

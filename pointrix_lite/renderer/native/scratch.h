@@ -17,8 +17,8 @@ constexpr size_t kHugePage = size_t(2) << 20;
 // huge pages. nullptr when the system has no memory.
 void *acquire_block(size_t bytes, size_t *have);
 
-// Gives a block from acquire_block back: kept for the next request (the most
-// recent few, up to a total cap), the rest freed.
+// Gives a block from acquire_block back: kept for the next request (at most 64
+// blocks and 2 GiB, the oldest freed first; one unused for kMaxAge requests freed).
 void release_block(void *p, size_t have);
 
 // The blocks kept now, their bytes and the requests over 2 MB so far (for tests).

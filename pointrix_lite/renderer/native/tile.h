@@ -85,6 +85,12 @@ inline PackedGaussians::PackedGaussians(const RasterArgs &a) : mem(sizeof(Packed
     });
 }
 
+// The colours of pair (camera cam, packed index idx = cam * N + g): in the
+// record when they fit, else in RasterArgs::colors.
+inline const float *pair_colors(const RasterArgs &a, const Packed &p, int64_t cam, int64_t idx) {
+    return a.D <= kPackedColors ? p.col : a.colors + cam * a.colors_cam_stride + (idx - cam * a.N) * a.D;
+}
+
 enum class Spans { kScalar, kBlocks };
 
 #ifdef PLR_HAVE_VEC
@@ -151,7 +157,6 @@ inline void gather_tile(const RasterArgs &a, const Packed *packed, const TileInf
         cols.resize(n * a.D);
     }
     const float y0 = static_cast<float>(ti.y0);
-    const int64_t cam_base = ti.cam * a.N;  // a tile's ids all belong to its camera
     const bool in_record = a.D <= kPackedColors;
     // pixel columns have centres x0 + 0.5 .. x0 + w - 0.5
     const float px_lo = static_cast<float>(ti.x0) + 0.5f, px_hi = static_cast<float>(ti.x0 + ti.w - 1) + 0.5f;
@@ -161,14 +166,14 @@ inline void gather_tile(const RasterArgs &a, const Packed *packed, const TileInf
         if (i + 8 < n) {
             const int64_t ahead = a.flatten_ids[ti.begin + i + 8];
             __builtin_prefetch(packed + ahead);
-            if (!in_record) __builtin_prefetch(a.colors + ti.cam * a.colors_cam_stride + (ahead - cam_base) * a.D);
+            if (!in_record) __builtin_prefetch(pair_colors(a, packed[ahead], ti.cam, ahead));
         }
         const int64_t idx = a.flatten_ids[ti.begin + i];  // c*N + g
         const Packed &p = packed[idx];
         GaussRec &r = recs[i];
         r.x = p.x, r.y = p.y, r.a = p.a, r.b = p.b, r.c = p.c, r.o = p.o;
         // idx - cam * N, not idx % N: a 64-bit division per pair cost more than the whole gather
-        const float *src = in_record ? p.col : a.colors + ti.cam * a.colors_cam_stride + (idx - cam_base) * a.D;
+        const float *src = pair_colors(a, p, ti.cam, idx);
         for (int k = 0; k < a.D; ++k) cols[i * a.D + k] = src[k];
 #ifdef PLR_HAVE_VEC
         if (spans == Spans::kBlocks) {
