@@ -1,6 +1,6 @@
 """Every build variant of the native extension blends the same alphas, bit for bit.
 
-The alpha math (common.h's ``exp_neg_t`` / ``gauss_sigma``) is one unfused operation sequence for
+The alpha math (common.h's ``exp_minus_t`` / ``gauss_sigma``) is one unfused operation sequence for
 the scalar code and every vector width, so the scalar, x86-64-v2, x86-64-v3 and native builds, and
 the 4x4-block (tile 16) and per-pixel (other tile sizes) paths of one build, decide every threshold
 alike. Colours may differ in the last bits (fused colour sums on FMA targets); gradients are checked

@@ -20,6 +20,11 @@ namespace plr {
 constexpr float kAlphaThreshold = 1.f / 255.f;  // gsplat ALPHA_THRESHOLD
 constexpr float kMaxAlpha = 0.999f;
 constexpr float kTransmittanceEps = 1e-4f;
+// Where the forward's running transmittance stops falling once a pixel is
+// done (rasterize_fwd.cpp's Blend): far below kTransmittanceEps, far above the
+// subnormals that a product falling on without end would reach (many CPUs
+// take a slow path on them).
+constexpr float kSpentFloor = 1e-20f;
 
 // Scalar spellings of the lane helpers simd.h defines for vectors, so the
 // templates below compile to the same operations for float and for vf.
@@ -41,38 +46,46 @@ PLR_INLINE int32_t exp_bits(int32_t t) {
     return static_cast<int32_t>((static_cast<uint32_t>(t) + (127u - 0x4B400000u)) << 23);
 }
 
-// exp(x) (meant for x <= 0) in float, accurate to ~1-2 ulp (Cephes expf polynomial),
+// exp(-s) (meant for s >= 0) in float, accurate to ~1-2 ulp (Cephes expf polynomial),
 // branch-free so that it vectorises. glibc's expf only vectorises under
 // -ffast-math, which would break the exact thresholds (alpha < 1/255,
 // T <= 1e-4) shared with the reference. One template for the scalar code and
 // every vector width, with no fused multiply-add (-ffp-contract=off): every
 // build (scalar, SSE, AVX2, AVX-512, NEON) computes bit-identical alphas.
-// Round-to-nearest range reduction through the 1.5 * 2^23 trick; x is clamped
-// below at -87 so the result stays normal. Lanes with x > 88 (only from
+// Round-to-nearest range reduction through the 1.5 * 2^23 trick; s is clamped
+// above at 87 so the result stays normal. Lanes with s < -88 (only from
 // invalid negative sigma) give garbage, which every caller masks out with a
 // select, never by multiplying.
-// y * 2^n, where t = n + 1.5 * 2^23 carries the integer n in its low bits (exp_neg_t's
-// range reduction). Exact for the normal results exp_neg_t scales; the vector
+// y * 2^n, where t = n + 1.5 * 2^23 carries the integer n in its low bits (exp_minus_t's
+// range reduction). Exact for the normal results exp_minus_t scales; the vector
 // overload in simd.h is one instruction where the ISA has one (AVX-512's vscalefps).
 PLR_INLINE float pow2_scale(float y, float t, float /*n*/) { return y * as_float(exp_bits(as_int(t))); }
 
+// min(s, hi) as (s < hi ? s : hi), NaN giving hi; simd.h's vector overload is one vminps on x86.
+PLR_INLINE float min_as_sel(float s, float hi) { return s < hi ? s : hi; }
+
+// The polynomial is that of x = -s; each step is written with the sign moved
+// into the operation (fl(-a * b) = -fl(a * b), fl(c + -a) = fl(c - a): rounding
+// to nearest is symmetric), so the result is, bit for bit, what evaluating it at
+// x = -s gives, without the negation: one vector operation fewer per alpha in
+// loops that run at the floating-point units' pace. r below is -(x's r).
 template <class F>
-PLR_INLINE F exp_neg_t(F x) {
+PLR_INLINE F exp_minus_t(F s) {
     const float kMagic = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer
-    x = sel(x > -87.f, x, F(-87.f));  // max(x, -87): one vmaxps on x86
-    const F t = x * 1.44269504088896341f + kMagic;
+    const F m = min_as_sel(s, F(87.f));
+    const F t = kMagic - m * 1.44269504088896341f;
     const F n = t - kMagic;
-    F r = x - n * 0.693359375f;  // exact: 0.693359375 has 9 significant bits, |n| < 2^7
-    r = r + n * 2.12194440e-4f;
-    F p = F(1.9875691500e-4f) * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    const F y = p * (r * r) + r + 1.f;
+    F r = m + n * 0.693359375f;  // exact: 0.693359375 has 9 significant bits, |n| < 2^7
+    r = r - n * 2.12194440e-4f;
+    F p = 1.3981999507e-3f - F(1.9875691500e-4f) * r;
+    p = 8.3334519073e-3f - p * r;
+    p = 4.1665795894e-2f - p * r;
+    p = 1.6666665459e-1f - p * r;
+    p = 5.0000001201e-1f - p * r;
+    const F y = (p * (r * r) - r) + 1.f;
     return pow2_scale(y, t, n);
 }
-PLR_INLINE float exp_neg(float x) { return exp_neg_t(x); }
+PLR_INLINE float exp_minus(float s) { return exp_minus_t(s); }
 
 // Gaussian falloff exponent, written once so forward and backward (and every
 // build, scalar or vector) recompute bit-identical values: the backward replays
@@ -84,7 +97,7 @@ PLR_INLINE F gauss_sigma(F a, F b, F c, F dx, F dy) {
 
 // The sigma level up to which a Gaussian of opacity o can reach alpha 1/255
 // (o exp(-sigma) >= 1/255 <=> sigma <= ln(255 o)), with slack for the float
-// rounding between the two: the blend loops' alpha = fl(o fl(exp_neg(-sigma)))
+// rounding between the two: the blend loops' alpha = fl(o fl(exp_minus(sigma)))
 // is within ~3 ulp (4e-7 relative) of o exp(-sigma), kAlphaThreshold within
 // half an ulp of 1/255, and std::log(255 o) within an ulp plus the rounding of
 // 255 o, so a pair that blends has sigma <= ln(255 o) + 5e-7 (1 + |ln(255 o)|).

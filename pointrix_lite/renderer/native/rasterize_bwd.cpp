@@ -107,7 +107,7 @@ struct BwdWorker {
                 for (int j = 0; j < TS; ++j) {
                     const float dx = g.x - pxs[j];
                     const float sigma = gauss_sigma(g.a, g.b, g.c, dx, dy);
-                    const float vis = exp_neg(-sigma);
+                    const float vis = exp_minus(sigma);
                     const float alpha = std::min(kMaxAlpha, g.o * vis);
                     const bool valid = lr[j] >= ii && sigma >= 0.f && alpha >= kAlphaThreshold;
                     const float ra = 1.f / (1.f - alpha);
@@ -164,6 +164,18 @@ struct BwdWorker {
 // so each Gaussian's gradient stays in registers over its blocks and is
 // reduced once per (Gaussian, tile); only the blocks where the forward blended
 // it (its contribution mask) are visited.
+//
+// The per-pixel sums are refactored so a visit costs ~60 vector operations
+// instead of ~85 (these machines run the loop at their floating-point
+// throughput, so operations are time). With v_c the pixel's colour gradient,
+// col the Gaussian's colour and S_c the colour blended behind it:
+//   v_alpha = Tn sum_c col_c v_c + ra (T_final v_a' - sum_c S_c v_c)
+// keeps one running U = T_final v_a' - sum_c S_c v_c per pixel instead of D
+// sums S_c (U -= fac sum_c col_c v_c). And the conic and mean gradients are
+// linear in the Gaussian's a, b, c, so the loop sums v_sigma dx, v_sigma dy and
+// their products with dx, dy, and the row applies a, b, c once:
+//   v_x = sum v_sigma (a dx + b dy) = a sum v_sigma dx + b sum v_sigma dy.
+// Same terms, summed in another order (float rounding moves, nothing else).
 template <int D_, bool kAbs>
 struct BwdWorkerVec {
     const RasterArgs &a;
@@ -174,15 +186,14 @@ struct BwdWorkerVec {
     uint8_t *written;  // [n_isects]: 1 where the slot's row was written
     const int K;
     const int D = D_ ? D_ : a.D;
-    std::vector<vf> T, buf, vc, tfa;
+    std::vector<vf> T, U, vc;
     std::vector<nf> gcol_dyn;  // colour gradient sums when D is not a compile-time constant
     std::vector<vi> last;
 
     BwdWorkerVec(const RasterArgs &a_, const Packed *pk, const float *tf, const float *vp, const float *vap,
                  const int32_t *li, const int32_t *cm, const int32_t *sl, float *rw, uint8_t *wr, int k)
         : a(a_), packed(pk), T_final(tf), v_px(vp), va_px(vap), last_ids(li), contrib(cm), slots(sl), rows(rw),
-          written(wr), K(k),
-          T(kLanes), buf(static_cast<size_t>(D) * kLanes), vc(static_cast<size_t>(D) * kLanes), tfa(kLanes), gcol_dyn(D_ ? 0 : D),
+          written(wr), K(k), T(kLanes), U(kLanes), vc(static_cast<size_t>(D) * kLanes), gcol_dyn(D_ ? 0 : D),
           last(kLanes) {}
 
     void operator()(int64_t t) {
@@ -224,11 +235,10 @@ struct BwdWorkerVec {
                 for (int q = 0; q < D; ++q) {
                     const float v = in ? v_px[vpix + q * cs[3]] : 0.f;
                     vc[q * kLanes + k].set(j, v);
-                    buf[q * kLanes + k].set(j, 0.f);
                     if (bg) bgdot += bg[q] * v;
                 }
                 // the alpha channel and background see alpha_i through T_final / (1 - alpha_i)
-                tfa[k].set(j, in ? T[k][j] * (va_px[apix] - bgdot) : 0.f);
+                U[k].set(j, in ? T[k][j] * (va_px[apix] - bgdot) : 0.f);
                 max_last = std::max(max_last, last[k][j]);
             }
         }
@@ -251,72 +261,71 @@ struct BwdWorkerVec {
             written[sl[i]] = 1;
             const Packed &g = packed[ids[i]];
             const float *col = pair_colors(a, g, ti.cam, ids[i]);
-            nf gx{}, gy{}, gax{}, gay{}, gca{}, gcb{}, gcc{}, go{};
+            // sums over the pixels of ve dx, ve dy, ve dx^2, ve dx dy, ve dy^2
+            // (ve = -v_sigma), of the opacity term and of each colour's
+            nf sx{}, sy{}, sxx{}, sxy{}, syy{}, gax{}, gay{}, go{};
             nf gcol_fix[D_ ? D_ : 1];
             nf *gcol = D_ ? gcol_fix : gcol_dyn.data();
             for (int q = 0; q < D; ++q) gcol[q] = nf{};
             for (; used; used &= used - 1) {
                 const int k = __builtin_ctz(used);
                 const Falloff f = falloff(g.x, g.y, g.a, g.b, g.c, tb.px[k], tb.py[k]);
-                const vf vis = exp_neg(-f.sigma);
+                const vf vis = exp_minus(f.sigma);
                 const vf e = g.o * vis;
+                vf dot = col[0] * vc[k];
+                for (int q = 1; q < D; ++q) dot = fmadd(splat(col[q]), vc[q * kLanes + k], dot);
 #if defined(__AVX512F__)
                 // Masks in k registers, as in the forward: the same float operations
                 // without a mask-to-vector conversion at each compare and select.
-                vf alpha;
-                alpha.p[0] = (nf)_mm512_min_ps((__m512)e.p[0], _mm512_set1_ps(kMaxAlpha));  // = the sel below
+                const __m512 alpha = _mm512_min_ps((__m512)e.p[0], _mm512_set1_ps(kMaxAlpha));  // = the sel below
                 __mmask16 valid = _mm512_cmpge_epi32_mask((__m512i)last[k].p[0], _mm512_set1_epi32(i));
                 valid = _mm512_mask_cmp_ps_mask(valid, (__m512)f.sigma.p[0], _mm512_setzero_ps(), _CMP_GE_OQ);
-                valid = _mm512_mask_cmp_ps_mask(valid, (__m512)alpha.p[0], _mm512_set1_ps(kAlphaThreshold), _CMP_GE_OQ);
-                const vf ra = 1.f / (1.f - alpha);
-                const vf Tn = T[k] * ra;
-                vf fac;
-                fac.p[0] = (nf)_mm512_maskz_mul_ps(valid, (__m512)alpha.p[0], (__m512)Tn.p[0]);
+                valid = _mm512_mask_cmp_ps_mask(valid, alpha, _mm512_set1_ps(kAlphaThreshold), _CMP_GE_OQ);
+                const __m512 ra = _mm512_div_ps(_mm512_set1_ps(1.f), _mm512_sub_ps(_mm512_set1_ps(1.f), alpha));
+                const __m512 Tn = _mm512_mul_ps((__m512)T[k].p[0], ra);
+                const __m512 fac = _mm512_maskz_mul_ps(valid, alpha, Tn);
+                const __m512 Uk = (__m512)U[k].p[0];
+                const __m512 v_alpha = _mm512_fmadd_ps(Tn, (__m512)dot.p[0], _mm512_mul_ps(ra, Uk));
+                U[k].p[0] = (nf)_mm512_fnmadd_ps(fac, (__m512)dot.p[0], Uk);
+                for (int q = 0; q < D; ++q) gcol[q] = (nf)_mm512_fmadd_ps(fac, (__m512)vc[q * kLanes + k].p[0], (__m512)gcol[q]);
+                // alpha is clamped at 0.999: no gradient through the clamp
+                const __mmask16 inner = _mm512_mask_cmp_ps_mask(valid, (__m512)e.p[0], _mm512_set1_ps(kMaxAlpha), _CMP_LE_OQ);
+                const __m512 ve = _mm512_maskz_mul_ps(inner, (__m512)e.p[0], v_alpha);
+                go = (nf)_mm512_mask3_fmadd_ps((__m512)vis.p[0], v_alpha, (__m512)go, inner);
+                T[k].p[0] = (nf)_mm512_mask_mov_ps((__m512)T[k].p[0], valid, Tn);
+                vf vev;
+                vev.p[0] = (nf)ve;
 #else
                 const vf alpha = sel(e < kMaxAlpha, e, splat(kMaxAlpha));
                 const vi valid = (last[k] >= i) & (f.sigma >= 0.f) & (alpha >= kAlphaThreshold);
                 const vf ra = 1.f / (1.f - alpha);
                 const vf Tn = T[k] * ra;
                 const vf fac = sel(valid, alpha * Tn, vf{});
-#endif
-                vf v_alpha = tfa[k] * ra;
-                for (int q = 0; q < D; ++q) {
-                    vf &bq = buf[q * kLanes + k];
-                    const vf vq = vc[q * kLanes + k];
-                    v_alpha = fmadd(col[q] * Tn - bq * ra, vq, v_alpha);
-                    gcol[q] = fold_fmadd(fac, vq, gcol[q]);
-                    bq = fmadd(fac, col[q], bq);
-                }
+                const vf v_alpha = fmadd(Tn, dot, ra * U[k]);
+                U[k] = U[k] - fac * dot;
+                for (int q = 0; q < D; ++q) gcol[q] = fold_fmadd(fac, vc[q * kLanes + k], gcol[q]);
                 // alpha is clamped at 0.999: no gradient through the clamp
-#if defined(__AVX512F__)
-                const __mmask16 inner = _mm512_mask_cmp_ps_mask(valid, (__m512)e.p[0], _mm512_set1_ps(kMaxAlpha), _CMP_LE_OQ);
-                vf v_sigma, vis_inner;
-                v_sigma.p[0] = (nf)_mm512_maskz_mul_ps(inner, (__m512)(-e).p[0], (__m512)v_alpha.p[0]);
-                vis_inner.p[0] = (nf)_mm512_maskz_mov_ps(inner, (__m512)vis.p[0]);
-#else
                 const vi inner = valid & (e <= kMaxAlpha);
-                const vf v_sigma = sel(inner, -e * v_alpha, vf{});
-                const vf vis_inner = sel(inner, vis, vf{});
-#endif
-                const vf vx = v_sigma * fmadd(splat(g.a), f.dx, g.b * f.dy);
-                const vf vy = v_sigma * fmadd(splat(g.b), f.dx, g.c * f.dy);
-                gx = fold_add(vx, gx);
-                gy = fold_add(vy, gy);
-                if (kAbs) {
-                    gax = fold_add(vabs(vx), gax);
-                    gay = fold_add(vabs(vy), gay);
-                }
-                const vf sdx = v_sigma * f.dx;
-                gca = fold_fmadd(sdx, 0.5f * f.dx, gca);
-                gcb = fold_fmadd(sdx, f.dy, gcb);
-                gcc = fold_fmadd(v_sigma * f.dy, 0.5f * f.dy, gcc);
-                go = fold_fmadd(vis_inner, v_alpha, go);
-#if defined(__AVX512F__)
-                T[k].p[0] = (nf)_mm512_mask_mov_ps((__m512)T[k].p[0], valid, (__m512)Tn.p[0]);
-#else
+                const vf vev = sel(inner, e * v_alpha, vf{});
+                go = fold_fmadd(sel(inner, vis, vf{}), v_alpha, go);
                 T[k] = sel(valid, Tn, T[k]);
 #endif
+                const vf sdx = vev * f.dx, sdy = vev * f.dy;
+                sx = fold_add(sdx, sx);
+                sy = fold_add(sdy, sy);
+                sxx = fold_fmadd(sdx, f.dx, sxx);
+                sxy = fold_fmadd(sdx, f.dy, sxy);
+                syy = fold_fmadd(sdy, f.dy, syy);
+                if (kAbs) {  // |v_x| per pixel: no sum to factor
+                    gax = fold_add(vabs(fmadd(splat(g.a), sdx, g.b * sdy)), gax);
+                    gay = fold_add(vabs(fmadd(splat(g.b), sdx, g.c * sdy)), gay);
+                }
             }
+            // v_sigma = -ve: v_x = -(a sx + b sy), v_conic = -(sxx / 2, sxy, syy / 2)
+            nf gx = (nf{} - nsplat(g.a) * sx) - nsplat(g.b) * sy;
+            nf gy = (nf{} - nsplat(g.b) * sx) - nsplat(g.c) * sy;
+            const nf half = nsplat(-0.5f);
+            const nf gca = half * sxx, gcb = nf{} - sxy, gcc = half * syy;
 #if defined(__AVX512F__)
             if constexpr (D_ != 0 && kColor + D_ + 2 <= kLanes) {
                 // the row's sums in one vector and one masked store

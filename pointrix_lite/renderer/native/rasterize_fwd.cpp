@@ -66,7 +66,7 @@ struct FwdWorker {
                 for (int j = 0; j < TS; ++j) {
                     const float dx = g.x - px[j];
                     const float sigma = gauss_sigma(g.a, g.b, g.c, dx, dy);
-                    const float alpha = std::min(kMaxAlpha, g.o * exp_neg(-sigma));
+                    const float alpha = std::min(kMaxAlpha, g.o * exp_minus(sigma));
                     const bool ok = al[j] != 0 && sigma >= 0.f && alpha >= kAlphaThreshold;
                     const float next_T = Tr[j] * (1.f - alpha);
                     const bool term = ok && next_T <= kTransmittanceEps;  // exclusive stop
@@ -167,8 +167,8 @@ struct FwdWorkerVec {
     std::vector<uint32_t> masks;
     int32_t cnt[kLanes];
     // each block's state between chunks
-    vf T_s[kLanes];
-    vi last_s[kLanes], alive_s[kLanes];
+    vf T_s[kLanes], Tk_s[kLanes];
+    vi last_s[kLanes];
     std::vector<vf> acc_s;  // [kLanes][D] colour sums
 
     FwdWorkerVec(const RasterArgs &a_, const Packed *pk, float *oc, float *oa, float *ot, int32_t *li, int32_t *cm,
@@ -177,6 +177,16 @@ struct FwdWorkerVec {
           acc_s(static_cast<size_t>(kLanes) * (D_ ? D_ : a_.D)) {}
 
     // One block's blending state, in registers while it walks its list.
+    //
+    // The transmittance runs ahead: T takes every Gaussian that passes the
+    // alpha tests, the one that ends a pixel included, so a pixel is alive
+    // exactly while T > kTransmittanceEps (T only falls). A step's use mask is
+    // then one compare of the new T, and the only state a step waits on is
+    // T's multiply (plus a max): the form that tested alive -> ok -> term ->
+    // alive chained three compares and a mask round trip per Gaussian (2-3% of
+    // the forward on a CPU whose FP units set the pace, more where they do
+    // not). Tk keeps each pixel's T after its last used Gaussian: the T gsplat
+    // reports, where T itself went past the end.
     struct Blend {
         vf px, py;
         int32_t bit;
@@ -185,12 +195,11 @@ struct FwdWorkerVec {
         // On AVX-512 the loop keeps its masks in k registers: the same float operations,
         // but GCC's vector masks cost a conversion (vpmovm2d / vpmovd2m) at every compare
         // and select, about a sixth of the loop's instructions.
-        __m512 T;
+        __m512 T, Tk;
         __m512i last;
-        __mmask16 alive;
 #else
-        vf T;
-        vi last, alive;
+        vf T, Tk;
+        vi last;
 #endif
         vf acc_fix[D_ ? D_ : 1];  // the colour sums: a fixed-size array stays in registers
         vf *acc_dyn;              // acc_s's row when D is not a compile-time constant
@@ -205,12 +214,12 @@ struct FwdWorkerVec {
         s.done = false;
 #if defined(__AVX512F__)
         s.T = (__m512)T_s[k].p[0];
+        s.Tk = (__m512)Tk_s[k].p[0];
         s.last = (__m512i)last_s[k].p[0];
-        s.alive = static_cast<__mmask16>(mask_bits(alive_s[k]));
 #else
         s.T = T_s[k];
+        s.Tk = Tk_s[k];
         s.last = last_s[k];
-        s.alive = alive_s[k];
 #endif
         vf *acc_k = acc_s.data() + k * D;
         s.acc_dyn = acc_k;
@@ -224,12 +233,12 @@ struct FwdWorkerVec {
     __attribute__((always_inline)) int64_t store(const Blend &s, const TileBlocks &tb, int k, int64_t stride) {
 #if defined(__AVX512F__)
         T_s[k].p[0] = (nf)s.T;
+        Tk_s[k].p[0] = (nf)s.Tk;
         last_s[k].p[0] = (ni)s.last;
-        alive_s[k].p[0] = (ni)_mm512_maskz_mov_epi32(s.alive, _mm512_set1_epi32(-1));
 #else
         T_s[k] = s.T;
+        Tk_s[k] = s.Tk;
         last_s[k] = s.last;
-        alive_s[k] = s.alive;
 #endif
         if constexpr (D_ != 0)
             for (int q = 0; q < D_; ++q) acc_s[k * D_ + q] = s.acc_fix[q];
@@ -244,36 +253,39 @@ struct FwdWorkerVec {
         const GaussRec &g = recs[i];
         const float *col = cols.data() + static_cast<int64_t>(i) * D;
         const vf sigma = falloff(g.x, g.y, g.a, g.b, g.c, s.px, s.py).sigma;
-        const vf e = g.o * exp_neg(-sigma);
+        const vf e = g.o * exp_minus(sigma);
 #if defined(__AVX512F__)
         // min_ps(e, m) is (e < m ? e : m), NaN included: the generic sel below
         const __m512 alpha = _mm512_min_ps((__m512)e.p[0], _mm512_set1_ps(kMaxAlpha));
-        __mmask16 ok = _mm512_mask_cmp_ps_mask(s.alive, (__m512)sigma.p[0], _mm512_setzero_ps(), _CMP_GE_OQ);
+        __mmask16 ok = _mm512_cmp_ps_mask((__m512)sigma.p[0], _mm512_setzero_ps(), _CMP_GE_OQ);
         ok = _mm512_mask_cmp_ps_mask(ok, alpha, _mm512_set1_ps(kAlphaThreshold), _CMP_GE_OQ);
         const __m512 next_T = _mm512_mul_ps(s.T, _mm512_sub_ps(_mm512_set1_ps(1.f), alpha));
-        const __mmask16 term = _mm512_mask_cmp_ps_mask(ok, next_T, _mm512_set1_ps(kTransmittanceEps), _CMP_LE_OQ);
-        const __mmask16 use = ok & static_cast<__mmask16>(~term);
+        // max_ps(x, f) is (x > f ? x : f): T never NaN
+        const __m512 T = _mm512_mask_max_ps(s.T, ok, next_T, _mm512_set1_ps(kSpentFloor));
+        const __mmask16 live = _mm512_cmp_ps_mask(T, _mm512_set1_ps(kTransmittanceEps), _CMP_GT_OQ);
+        const __mmask16 use = ok & live;  // next_T > eps: exclusive stop, and T > eps before
         const __m512 vis = _mm512_maskz_mul_ps(use, alpha, s.T);
         for (int q = 0; q < D; ++q)
             acc[q].p[0] = (nf)_mm512_fmadd_ps(vis, _mm512_set1_ps(col[q]), (__m512)acc[q].p[0]);
-        s.T = _mm512_mask_mov_ps(s.T, use, next_T);
+        s.T = T;
+        s.Tk = _mm512_mask_mov_ps(s.Tk, use, T);
         s.last = _mm512_mask_mov_epi32(s.last, use, _mm512_set1_epi32(i));
-        s.alive &= static_cast<__mmask16>(~term);
         cm[i] |= use ? s.bit : 0;
-        s.done = !s.alive;
+        s.done = !live;
 #else
         const vf alpha = sel(e < kMaxAlpha, e, splat(kMaxAlpha));
-        const vi ok = s.alive & (sigma >= 0.f) & (alpha >= kAlphaThreshold);
+        const vi ok = (sigma >= 0.f) & (alpha >= kAlphaThreshold);
         const vf next_T = s.T * (1.f - alpha);
-        const vi term = ok & (next_T <= kTransmittanceEps);  // exclusive stop
-        const vi use = ok & ~term;
+        const vf T = sel(ok, vmax(next_T, splat(kSpentFloor)), s.T);
+        const vi live = T > kTransmittanceEps;
+        const vi use = ok & live;  // next_T > eps: exclusive stop, and T > eps before
         const vf vis = sel(use, alpha * s.T, vf{});
         for (int q = 0; q < D; ++q) acc[q] = fmadd(vis, col[q], acc[q]);
-        s.T = sel(use, next_T, s.T);
+        s.T = T;
+        s.Tk = sel(use, T, s.Tk);
         s.last = seli(use, splati(i), s.last);
-        s.alive = s.alive & ~term;
         cm[i] |= any(use) ? s.bit : 0;
-        s.done = !any(s.alive);
+        s.done = !any(live);
 #endif
     }
 
@@ -288,7 +300,7 @@ struct FwdWorkerVec {
             if (!tb.inside[k][j]) continue;
             const int64_t pix = (ti.cam * a.height + ti.y0 + TileBlocks::row(k, j)) * a.width + ti.x0 +
                                 TileBlocks::col(k, j);
-            const float Tj = T_s[k][j];
+            const float Tj = Tk_s[k][j];
             for (int q = 0; q < D; ++q) out_colors[pix * D + q] = acc[q][j] + (bg ? Tj * bg[q] : 0.f);
             out_alphas[pix] = 1.f - Tj;
             out_T[pix] = Tj;
@@ -305,9 +317,9 @@ struct FwdWorkerVec {
         if (ti.w <= 0 || ti.h <= 0) return;
         const TileBlocks tb(ti);
         for (int k = 0; k < kLanes; ++k) {
-            T_s[k] = splat(1.f);
+            T_s[k] = sel(tb.inside[k], splat(1.f), vf{});  // lanes outside the image: never alive
+            Tk_s[k] = T_s[k];
             last_s[k] = splati(-1);
-            alive_s[k] = tb.inside[k];
         }
         std::fill(acc_s.begin(), acc_s.end(), vf{});
         // the tile's output rows, asked for now: they arrive while it blends

@@ -4,7 +4,7 @@
 // (measured on AVX2: values spilled to the stack lane by lane, the rasterizer
 // ~10x slower than on AVX-512), so vf / vi hold an array of native-width
 // vectors and every operator works part by part. Alpha math (common.h's
-// exp_neg / gauss_sigma templates) runs the same unfused operations in every
+// exp_minus / gauss_sigma templates) runs the same unfused operations in every
 // lane of every ISA and in the scalar code, so all builds blend bit-identical
 // alphas. Define PLR_SCALAR to compile without vector extensions.
 #pragma once
@@ -150,6 +150,31 @@ PLR_INLINE nf fold_fmadd(const vf &a, const vf &b, nf acc) {
     for (int i = 0; i < kParts; ++i) acc = nfmadd(a.p[i], b.p[i], acc);
     return acc;
 }
+// min(s, hi) as common.h's scalar (s < hi ? s : hi, NaN giving hi) and max(a, b) as (a > b ? a : b):
+// x86's minps / maxps are exactly those (GCC emits a compare and a blend for the selects); NEON's
+// vminq / vmaxq are not for NaN, so selects there.
+PLR_INLINE vf min_as_sel(const vf &s, const vf &hi) {
+#if defined(__AVX512F__)
+    PLR_PARTS(vf, (nf)_mm512_min_ps((__m512)s.p[i], (__m512)hi.p[i]));
+#elif defined(__AVX__)
+    PLR_PARTS(vf, (nf)_mm256_min_ps((__m256)s.p[i], (__m256)hi.p[i]));
+#elif defined(__SSE__)
+    PLR_PARTS(vf, (nf)_mm_min_ps((__m128)s.p[i], (__m128)hi.p[i]));
+#else
+    return sel(s < hi, s, hi);
+#endif
+}
+PLR_INLINE vf vmax(const vf &a, const vf &b) {
+#if defined(__AVX512F__)
+    PLR_PARTS(vf, (nf)_mm512_max_ps((__m512)a.p[i], (__m512)b.p[i]));
+#elif defined(__AVX__)
+    PLR_PARTS(vf, (nf)_mm256_max_ps((__m256)a.p[i], (__m256)b.p[i]));
+#elif defined(__SSE__)
+    PLR_PARTS(vf, (nf)_mm_max_ps((__m128)a.p[i], (__m128)b.p[i]));
+#else
+    return sel(a > b, a, b);
+#endif
+}
 #undef PLR_PARTS
 
 PLR_INLINE vi exp_bits(const vi &t) { return (t + vi(127 - 0x4B400000)) << 23; }
@@ -165,8 +190,8 @@ PLR_INLINE vf pow2_scale(const vf &y, const vf &t, const vf &n) {
     return y * as_float(exp_bits(as_int(t)));
 #endif
 }
-// exp(x) and sigma as common.h defines them for every build
-PLR_INLINE vf exp_neg(const vf &x) { return exp_neg_t(x); }
+// exp(-s) and sigma as common.h defines them for every build
+PLR_INLINE vf exp_minus(const vf &s) { return exp_minus_t(s); }
 
 // The falloff sigma(dx, dy) = 0.5 a dx^2 + b dx dy + 0.5 c dy^2 at 16 pixel
 // centres (px, py), with the offsets dx = x - px, dy = y - py it was built
