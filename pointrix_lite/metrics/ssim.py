@@ -101,7 +101,8 @@ def ssim(
     backend: Literal["auto", "torch", "native"] = "auto",
 ) -> Tensor:
     """Mean SSIM over images of the per-image mean SSIM (all images have the same size, so this
-    is the mean of the whole map). Inputs ``[B,H,W,C]`` or ``[H,W,C]``; returns a scalar tensor.
+    is the mean of the whole map). Inputs ``[B,H,W,C]`` or ``[H,W,C]``, ``img2`` also as uint8
+    holding value * 255 (a view's stored photo); returns a scalar tensor.
 
     ``backend``: "native" (C++, CPU, gradients for ``img1`` only; builds the extension if
     needed), "torch", or "auto" (native for CPU images when the extension is already loaded in
@@ -113,12 +114,12 @@ def ssim(
 
         if backend == "native" or native_applies(img1, img2, window_size):
             return ssim_native(img1, img2, *_native_args(img1, img2, padding, window_size, sigma, data_range))
-    return ssim_map(img1, img2, padding, window_size, sigma, data_range).mean()
+    return ssim_map(img1, _as_float(img2), padding, window_size, sigma, data_range).mean()
 
 
 def ssim_and_l1(img1: Tensor, img2: Tensor, padding: Literal["valid", "same"] = "same") -> tuple[Tensor, Tensor]:
     """``(ssim(img1, img2, padding), (img1 - img2).abs().mean())``, the two terms of the 3DGS loss
-    (default window). Where :func:`ssim` runs natively (``backend="auto"``) both come from one pass
+    (default window; ``img2`` may be uint8 holding value * 255, read as such by the native kernel). Where :func:`ssim` runs natively (``backend="auto"``) both come from one pass
     of the native kernel, the L1 term's gradient added in SSIM's backward; else from the torch code."""
     if img1.dim() == 3:
         img1, img2 = img1[None], img2[None]
@@ -126,7 +127,13 @@ def ssim_and_l1(img1: Tensor, img2: Tensor, padding: Literal["valid", "same"] = 
 
     if native_applies(img1, img2, 11):
         return ssim_l1_native(img1, img2, *_native_args(img1, img2, padding, 11, 1.5, 1.0))
+    img2 = _as_float(img2)
     return ssim(img1, img2, padding, backend="torch"), (img1 - img2).abs().mean()
+
+
+def _as_float(img: Tensor) -> Tensor:
+    """uint8 images hold value * 255 (a view's stored photo): as floats, ``View.float_image``'s numbers."""
+    return img.float() / 255.0 if img.dtype == torch.uint8 else img
 
 
 def _native_args(img1: Tensor, img2: Tensor, padding: str, window_size: int, sigma: float, data_range: float) -> tuple:

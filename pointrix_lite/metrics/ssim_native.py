@@ -33,38 +33,47 @@ def native_applies(img1: Tensor, img2: Tensor, window_size: int) -> bool:
 
 
 class _SsimFunction(torch.autograd.Function):
-    """(mean SSIM, mean |x - y|) of planes ``x``, ``y``. With ``with_l1`` the L1 term is summed in
-    SSIM's forward pass and its gradient added in SSIM's backward pass, so the photometric loss
-    reads the images once instead of once per torch op of its L1 term (~3.5 ms of a step at
-    800x800); without it the second output is 0."""
+    """(mean SSIM, mean |x - y|) of images ``x``, ``y`` ``[B,H,W,C]`` (``y`` float32 or uint8
+    holding value * 255, as views store photos). The kernel works on planes ``[B*C,H,W]``: the
+    extension converts both in parallel (torch's permute-copies, the ground truth's float() / 255
+    and the gradient's way back cost ~6 ms of a step at 800x800) and the backward writes the
+    gradient in ``x``'s layout. With ``with_l1`` the L1 term is summed in SSIM's forward pass and
+    its gradient added in SSIM's backward pass, so the photometric loss reads the images once
+    instead of once per torch op of its L1 term (~3.5 ms of a step at 800x800); without it the
+    second output is 0."""
 
     @staticmethod
     def forward(ctx, x: Tensor, y: Tensor, taps: Tensor, c1: float, c2: float, valid: bool, with_l1: bool):
         ext = _extension()
         with_grad = bool(ctx.needs_input_grad[0])
-        total, d_mu, d_xx, d_xy, l1_total = ext.ssim_fwd(x, y, taps, c1, c2, valid, with_grad, with_l1)
+        xp, yp = ext.ssim_planes(x.detach()), ext.ssim_planes(y)
+        total, d_mu, d_xx, d_xy, l1_total = ext.ssim_fwd(xp, yp, taps, c1, c2, valid, with_grad, with_l1)
         k = taps.numel()
-        h, w = (x.shape[1] - k + 1, x.shape[2] - k + 1) if valid else x.shape[1:]
-        count = x.shape[0] * h * w
-        ctx.args = (c1, c2, valid, count, x.numel(), with_l1)
+        h, w = (xp.shape[1] - k + 1, xp.shape[2] - k + 1) if valid else xp.shape[1:]
+        count = xp.shape[0] * h * w
+        ctx.args = (c1, c2, valid, count, xp.numel(), with_l1, x.shape[-1])
         if with_grad:
-            ctx.save_for_backward(x, y, taps, d_mu, d_xx, d_xy)
-        return torch.tensor(total / count, dtype=torch.float32), torch.tensor(l1_total / x.numel(), dtype=torch.float32)
+            ctx.save_for_backward(xp, yp, taps, d_mu, d_xx, d_xy)
+        return torch.tensor(total / count, dtype=torch.float32), torch.tensor(l1_total / xp.numel(), dtype=torch.float32)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor, grad_l1: Tensor):
-        x, y, taps, d_mu, d_xx, d_xy = ctx.saved_tensors
-        c1, c2, valid, count, n, with_l1 = ctx.args
+        xp, yp, taps, d_mu, d_xx, d_xy = ctx.saved_tensors
+        c1, c2, valid, count, n, with_l1, channels = ctx.args
         l1_scale = float(grad_l1) / n if with_l1 else 0.0
-        v_x = _extension().ssim_bwd(x, y, taps, c1, c2, valid, float(grad) / count, d_mu, d_xx, d_xy, l1_scale)
+        v_x = _extension().ssim_bwd(xp, yp, taps, c1, c2, valid, float(grad) / count, d_mu, d_xx, d_xy, l1_scale, channels)
         return v_x, None, None, None, None, None, None
 
 
-def _planes(t: Tensor) -> Tensor:
-    """``[B,H,W,C]`` -> ``[B*C,H,W]`` contiguous float32, the kernel's layout."""
-    b, h, w, c = t.shape
-    return t.float().permute(0, 3, 1, 2).reshape(b * c, h, w).contiguous()
+def _as_float32(t: Tensor) -> Tensor:
+    return t if t.dtype == torch.float32 else t.float()
+
+
+def _target(t: Tensor) -> Tensor:
+    """The ground truth as the kernel takes it: uint8 (value * 255) as it is, else float32."""
+    t = t.detach()
+    return t if t.dtype == torch.uint8 else _as_float32(t)
 
 
 def _check_available() -> None:
@@ -75,10 +84,11 @@ def _check_available() -> None:
 
 
 def ssim_native(img1: Tensor, img2: Tensor, taps: Tensor, c1: float, c2: float, valid: bool) -> Tensor:
-    """Mean SSIM of ``img1``/``img2`` ``[B,H,W,C]`` (gradient for ``img1`` only); ``taps [K]``
-    the normalised 1-D window. Raises RuntimeError when the extension is unavailable."""
+    """Mean SSIM of ``img1``/``img2`` ``[B,H,W,C]`` (gradient for ``img1`` only; ``img2`` float32
+    or uint8 holding value * 255); ``taps [K]`` the normalised 1-D window. Raises RuntimeError
+    when the extension is unavailable."""
     _check_available()
-    s, _ = _SsimFunction.apply(_planes(img1), _planes(img2.detach()), taps.float().contiguous(), c1, c2, valid, False)
+    s, _ = _SsimFunction.apply(_as_float32(img1), _target(img2), taps.float().contiguous(), c1, c2, valid, False)
     return s
 
 
@@ -87,4 +97,4 @@ def ssim_l1_native(img1: Tensor, img2: Tensor, taps: Tensor, c1: float, c2: floa
     ``img1`` only), as :func:`ssim_native` plus the L1 term. Raises RuntimeError when the
     extension is unavailable."""
     _check_available()
-    return _SsimFunction.apply(_planes(img1), _planes(img2.detach()), taps.float().contiguous(), c1, c2, valid, True)
+    return _SsimFunction.apply(_as_float32(img1), _target(img2), taps.float().contiguous(), c1, c2, valid, True)

@@ -173,11 +173,16 @@ class GaussianModel(nn.Module):
         }
 
     # ---------------------------------------------------------------- loss and metrics
-    def _targets(self, render_out: Mapping[str, Any], batch: list) -> tuple[Tensor, Tensor]:
+    def _targets(self, render_out: Mapping[str, Any], batch: list, stored: bool = False) -> tuple[Tensor, Tensor]:
+        """``(rgb, gt)``: the renders (in each photo's colours) and the photos, float in [0, 1], or
+        with ``stored`` as the views keep them (uint8, value * 255: the loss reads those directly)."""
         rgb = render_out["rgb"]
         if any(view.color_transform is not None for view in batch):  # the photo's colours, not the canonical ones
             rgb = torch.stack([c if v.color_transform is None else v.color_transform(c) for v, c in zip(batch, rgb)])
-        gt = torch.stack([view.float_image(rgb.device) for view in batch])
+        if stored:
+            gt = torch.stack([view.image.to(rgb.device, non_blocking=view.image.is_pinned()) for view in batch])
+        else:
+            gt = torch.stack([view.float_image(rgb.device) for view in batch])
         if gt.shape != rgb.shape:
             raise ValueError(f"rendered images {tuple(rgb.shape)} and batch images {tuple(gt.shape)} differ")
         return rgb, gt
@@ -197,7 +202,7 @@ class GaussianModel(nn.Module):
         """
         from .loss import batch_mask, masked_l1_and_ssim
 
-        rgb, gt = self._targets(render_out, batch)
+        rgb, gt = self._targets(render_out, batch, stored=True)
         mask = batch_mask(batch, rgb.device)  # None without training masks: the plain terms
         l1, s = masked_l1_and_ssim(rgb, gt, mask)
         lam = self.config.ssim_lambda

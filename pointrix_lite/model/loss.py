@@ -58,10 +58,14 @@ def masked_ssim(rgb: Tensor, gt: Tensor, mask: Tensor | None) -> Tensor:
 
 def masked_l1_and_ssim(rgb: Tensor, gt: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
     """``(masked_l1(...), masked_ssim(...))``; without masks both terms come from one pass of the
-    native SSIM kernel where it runs (``metrics.ssim.ssim_and_l1``)."""
+    native SSIM kernel where it runs (``metrics.ssim.ssim_and_l1``). ``gt`` may be the views'
+    uint8 photos (value * 255): the native kernel reads them as they are, the other paths convert
+    them as ``View.float_image`` does."""
     if mask is None:
         s, l1 = ssim_and_l1(rgb, gt, padding="same")
         return l1, s
+    if gt.dtype == torch.uint8:
+        gt = gt.float() / 255.0
     return masked_l1(rgb, gt, mask), masked_ssim(rgb, gt, mask)
 
 

@@ -118,7 +118,8 @@ class GaussianRenderer:
         if means2d.requires_grad:
             means2d.retain_grad()
         out = RenderOutput(
-            rgb=colors[..., :3],
+            # the whole tensor when it is RGB only: a slice's backward allocates and copies a full-size gradient
+            rgb=colors if colors.shape[-1] == 3 else colors[..., :3],
             alpha=alphas,
             means2d=means2d,
             radii=meta["radii"],

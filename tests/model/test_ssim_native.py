@@ -146,3 +146,34 @@ def test_fused_terms_fall_back_to_torch_when_gt_needs_a_gradient():
     (g_gt,) = torch.autograd.grad(l1 + s, gt)
     assert float(g_gt.abs().sum()) > 0  # the torch terms: the native kernel has no gradient for gt
 
+
+
+def test_uint8_ground_truth_is_read_as_value_over_255():
+    """Views keep photos as uint8; the loss hands them to the kernel as they are (no float copy):
+    the same bits as with ``View.float_image``'s ``float() / 255``, value and gradient, natively
+    and on the torch path."""
+    from pointrix_lite.metrics.ssim import ssim_and_l1
+
+    rgb, _ = _pair((2, 37, 41, 3), seed=17)
+    g = torch.Generator().manual_seed(17)
+    gt8 = torch.randint(0, 256, rgb.shape, generator=g, dtype=torch.uint8)
+    gt = gt8.float() / 255.0
+    (s8, l8), (s, l1) = ssim_and_l1(rgb, gt8), ssim_and_l1(rgb, gt)
+    assert torch.equal(s8, s) and torch.equal(l8, l1)
+    assert torch.equal(torch.autograd.grad(0.8 * l8 + 0.2 * s8, rgb)[0], torch.autograd.grad(0.8 * l1 + 0.2 * s, rgb)[0])
+    t8 = ssim(rgb, gt8, padding="same", backend="torch")
+    assert float(t8.detach()) == pytest.approx(float(s.detach()), abs=1e-5)
+
+
+def test_gradient_lands_in_the_channels_of_a_strided_render():
+    """A render with a fourth (depth) channel: SSIM of its RGB slice reads the strided view and
+    writes the gradient channels-last, which autograd places in the first three channels only."""
+    g = torch.Generator().manual_seed(19)
+    full = torch.rand(2, 30, 45, 4, generator=g).requires_grad_(True)
+    gt = torch.rand(2, 30, 45, 3, generator=g)
+    value = ssim(full[..., :3], gt, padding="same", backend="native")
+    (grad,) = torch.autograd.grad(value, full)
+    _, ref_grad = _reference(full[..., :3].detach().clone().requires_grad_(True), gt, "same")
+    assert float(grad[..., 3].abs().max()) == 0.0
+    scale = float(ref_grad.abs().max())
+    torch.testing.assert_close(grad[..., :3], ref_grad, rtol=1e-3, atol=1e-5 * scale)

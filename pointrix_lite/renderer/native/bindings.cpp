@@ -154,8 +154,8 @@ std::vector<Tensor> bin_tiles(const Tensor &means2d, const Tensor &radii, const 
     a.tile_h = static_cast<int>((height + tile_size - 1) / tile_size);
     TORCH_CHECK(a.tile_w < 65536 && a.tile_h < 65536, "more than 65535 tiles in a row or column");
     // every entry is written by bin_count: no zeroing
-    std::unique_ptr<plr::BoxHits[]> boxes(new plr::BoxHits[a.C * a.N]);
-    a.boxes = boxes.get();
+    const plr::Scratch boxes(sizeof(plr::BoxHits) * std::max<int64_t>(a.C * a.N, 1));
+    a.boxes = boxes.as<plr::BoxHits>();
     a.nthreads = threads();
     auto i32 = means2d.options().dtype(at::kInt);
     Tensor gauss_offsets = empty_large({a.C * a.N + 1}, i32);
@@ -365,17 +365,38 @@ std::tuple<double, Tensor, Tensor, Tensor, double> ssim_fwd(const Tensor &x, con
     return {sum, d_mu, d_xx, d_xy, l1};
 }
 
-// scale * d(sum of the map)/dx + l1_scale * sign(x - y), [P,H,W].
+// scale * d(sum of the map)/dx + l1_scale * sign(x - y): [P,H,W], or with
+// out_channels = C > 0 the images' own layout [P/C,H,W,C].
 Tensor ssim_bwd(const Tensor &x, const Tensor &y, const Tensor &taps, double c1, double c2, bool valid,
-                double scale, const Tensor &d_mu, const Tensor &d_xx, const Tensor &d_xy, double l1_scale) {
+                double scale, const Tensor &d_mu, const Tensor &d_xx, const Tensor &d_xy, double l1_scale,
+                int64_t out_channels) {
     auto a = ssim_args(x, y, taps, c1, c2, valid);
     check(d_mu, "ssim d_mu", 3);
     check(d_xx, "ssim d_xx", 3);
     check(d_xy, "ssim d_xy", 3);
-    Tensor v_x = empty_large(x.sizes(), x.options());
+    TORCH_CHECK(out_channels >= 0 && (out_channels == 0 || a.P % out_channels == 0),
+                "ssim out_channels must divide the number of planes");
+    a.out_channels = static_cast<int>(out_channels);
+    Tensor v_x = out_channels ? empty_large({a.P / out_channels, a.H, a.W, out_channels}, x.options())
+                              : empty_large(x.sizes(), x.options());
     plr::ssim_bwd(a, static_cast<float>(scale), d_mu.data_ptr<float>(), d_xx.data_ptr<float>(),
                   d_xy.data_ptr<float>(), v_x.data_ptr<float>(), static_cast<float>(l1_scale));
     return v_x;
+}
+
+// Images [B,H,W,C] (float32, or uint8 holding value * 255; any strides) as
+// the SSIM kernels' planes [B*C,H,W] float32, converted in parallel.
+Tensor ssim_planes(const Tensor &img) {
+    TORCH_CHECK(img.device().is_cpu() && img.dim() == 4, "ssim images must be [B,H,W,C] CPU tensors");
+    TORCH_CHECK(img.scalar_type() == at::kFloat || img.scalar_type() == at::kByte, "ssim images must be float32 or uint8");
+    const int64_t B = img.size(0), H = img.size(1), W = img.size(2), C = img.size(3);
+    Tensor out = empty_large({B * C, H, W}, img.options().dtype(at::kFloat));
+    const int64_t st[4] = {img.stride(0), img.stride(1), img.stride(2), img.stride(3)};
+    if (img.scalar_type() == at::kByte)
+        plr::to_planes(img.data_ptr<uint8_t>(), st, B, H, W, C, out.data_ptr<float>(), threads());
+    else
+        plr::to_planes(img.data_ptr<float>(), st, B, H, W, C, out.data_ptr<float>(), threads());
+    return out;
 }
 
 }  // namespace
@@ -420,4 +441,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     m.def("sh_bwd", &sh_bwd);
     m.def("ssim_fwd", &ssim_fwd);
     m.def("ssim_bwd", &ssim_bwd);
+    m.def("ssim_planes", &ssim_planes);
 }

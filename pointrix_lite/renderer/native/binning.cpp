@@ -11,6 +11,7 @@
 #include "common.h"
 #include "kernels.h"
 #include "pool.h"
+#include "scratch.h"
 #include "simd.h"
 
 namespace plr {
@@ -218,19 +219,21 @@ void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offs
         cam_begin[c + 1] = cam_begin[c] + n;
     }
     const int64_t S = cam_begin[C];
-    std::unique_ptr<int32_t[]> seq(new int32_t[S]);
+    // workspaces from kept blocks (scratch.h): fresh ones cost a page fault per 4 KB every call
+    const Scratch seq_mem(sizeof(int32_t) * std::max<int64_t>(S, 1));
+    int32_t *const seq = seq_mem.as<int32_t>();
     parallel_items(C, a.nthreads, [&] { return [&](int64_t c) {
         const int64_t n = cam_begin[c + 1] - cam_begin[c];
-        std::unique_ptr<uint32_t[]> keys(new uint32_t[2 * n]);
-        std::unique_ptr<int32_t[]> scratch(new int32_t[n]);
-        int32_t *ids = seq.get() + cam_begin[c];
+        const Scratch keys_mem(sizeof(uint32_t) * 2 * std::max<int64_t>(n, 1)), ids_mem(sizeof(int32_t) * std::max<int64_t>(n, 1));
+        uint32_t *keys = keys_mem.as<uint32_t>();
+        int32_t *ids = seq + cam_begin[c];
         int64_t j = 0;
         for (int64_t idx = c * N; idx < (c + 1) * N; ++idx) {
             if (gauss_offsets[idx + 1] == gauss_offsets[idx]) continue;
             std::memcpy(&keys[j], a.depths + idx, sizeof(uint32_t));
             ids[j++] = static_cast<int32_t>(idx);
         }
-        radix_sort(keys.get(), ids, keys.get() + n, scratch.get(), static_cast<size_t>(n));
+        radix_sort(keys, ids, keys + n, ids_mem.as<int32_t>(), static_cast<size_t>(n));
     }; });
 
     // 2. chunked counting sort by global tile id, chunks in sequence order.
@@ -239,7 +242,8 @@ void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offs
     // well ahead); the fill pass then reads them sequentially.
     const int nchunks = std::max<int64_t>(1, std::min<int64_t>(a.nthreads, S / 4096 + 1));
     std::vector<int32_t> counts(static_cast<size_t>(nchunks) * C * tiles, 0);
-    std::unique_ptr<Sorted[]> sorted(new Sorted[S]);
+    const Scratch sorted_mem(sizeof(Sorted) * std::max<int64_t>(S, 1));
+    Sorted *const sorted = sorted_mem.as<Sorted>();
     auto chunk_begin = [&](int k) { return S * k / nchunks; };
     constexpr int kAhead = 24;
     parallel_items(nchunks, nchunks, [&] { return [&](int64_t k) {

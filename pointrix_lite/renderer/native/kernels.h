@@ -130,6 +130,7 @@ struct SsimArgs {
     float C1, C2;
     bool valid;           // true: only pixels whose window fits count (else zero padding)
     int nthreads;
+    int out_channels = 0;  // ssim_bwd's v_x: 0 planes [P,H,W]; C: channels last [P/C,H,W,C]
 };
 // Number of work items (size of ssim_fwd's partial_sums).
 int64_t ssim_items(const SsimArgs &a);
@@ -140,8 +141,13 @@ int64_t ssim_items(const SsimArgs &a);
 // of them, valid or not), the loss's L1 term read in the same pass.
 void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx, float *d_xy,
               double *l1_sums = nullptr);
-// v_x [P,H,W] = scale * d(sum of the map)/dx + l1_scale * sign(x - y).
+// v_x [P,H,W] (or [P/C,H,W,C], a.out_channels) = scale * d(sum of the map)/dx + l1_scale * sign(x - y).
 void ssim_bwd(const SsimArgs &a, float scale, const float *d_mu, const float *d_xx,
               const float *d_xy, float *v_x, float l1_scale = 0.f);
+
+// [B,H,W,C] (element strides st) -> the SSIM kernels' planes dst [B*C,H,W]:
+// float32 as it is, uint8 as value / 255 (View.float_image's numbers).
+template <class T>
+void to_planes(const T *src, const int64_t st[4], int B, int H, int W, int C, float *dst, int nthreads);
 
 }  // namespace plr

@@ -5,43 +5,164 @@
 // the same (symmetric) window, which is the adjoint of the forward blur, and
 // combines them with x and y.
 //
-// Work items are bands of rows of one plane; an item writes only its own rows
-// and its own partial sum, so results do not depend on the thread count.
+// Work items are bands of rows of one plane (forward) or of one image's planes
+// (backward); an item writes only its own rows and its own partial sums, so
+// results do not depend on the thread count.
+//
+// Both blurs keep a block of 16 columns' sums in registers over all K taps and
+// store them once: adding each tap into a row in memory made the passes
+// store-bound (K stores per output value). Each value is still summed tap by
+// tap in k order from 0.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels.h"
 #include "pool.h"
+#include "simd.h"
 
 namespace plr {
 namespace {
 
 constexpr int kBand = 8;  // output rows per work item
 
+#ifdef PLR_HAVE_VEC
+constexpr int kBlock = kLanes;  // columns summed in registers at a time
+PLR_INLINE void store16(float *dst, const vf &v) { std::memcpy(dst, &v, sizeof(v)); }
+#else
+constexpr int kBlock = 1;
+#endif
+
 // out[c] = sum_k g[k] * in[c + k] for c in [0, W): `in` holds W + K - 1
 // values (the row with r zeros on either side).
 inline void blur_row(const float *in, const float *g, int K, int W, float *out) {
-    for (int c = 0; c < W; ++c) out[c] = 0.f;
-    for (int k = 0; k < K; ++k) {
-        const float gk = g[k];
-        const float *src = in + k;
-        for (int c = 0; c < W; ++c) out[c] += gk * src[c];
+    int c0 = 0;
+#ifdef PLR_HAVE_VEC
+    for (; c0 + 2 * kLanes <= W; c0 += 2 * kLanes) {  // two blocks: independent sums in flight
+        vf a0{}, a1{};
+        for (int k = 0; k < K; ++k) {
+            const vf gk = splat(g[k]);
+            a0 = a0 + gk * load16(in + c0 + k);
+            a1 = a1 + gk * load16(in + c0 + k + kLanes);
+        }
+        store16(out + c0, a0);
+        store16(out + c0 + kLanes, a1);
+    }
+#endif
+    for (; c0 < W; ++c0) {
+        float acc = 0.f;
+        for (int k = 0; k < K; ++k) acc += g[k] * in[c0 + k];
+        out[c0] = acc;
     }
 }
 
-// v_m[c] += g * (x, y, x^2, y^2, xy)[c]: one tap of the vertical blur of the five moments.
-void accumulate_moments(const float *__restrict xs, const float *__restrict ys, float gk, int W,
-                        float *__restrict v0, float *__restrict v1, float *__restrict v2,
-                        float *__restrict v3, float *__restrict v4) {
-    for (int c = 0; c < W; ++c) {
-        const float xv = xs[c], yv = ys[c];
-        v0[c] += gk * xv;
-        v1[c] += gk * yv;
-        v2[c] += gk * (xv * xv);
-        v3[c] += gk * (yv * yv);
-        v4[c] += gk * (xv * yv);
+// The taps [k0, k1) of the vertical window at output row `row` that fall
+// inside the plane (the others meet zero padding).
+inline void tap_range(int row, int K, int H, int *k0, int *k1) {
+    const int r = K / 2;
+    *k0 = std::max(0, r - row);
+    *k1 = std::min(K, H + r - row);
+}
+
+// v[0..5)[0, W) = the vertical blur at output row `row` of the five moments
+// x, y, x^2, y^2, xy of planes x, y [H, W].
+inline void blur_moments(const float *x, const float *y, const float *g, int K, int H, int W, int row,
+                         float *const v[5]) {
+    int k0, k1;
+    tap_range(row, K, H, &k0, &k1);
+    const int r = K / 2;
+    int c0 = 0;
+#ifdef PLR_HAVE_VEC
+    for (; c0 + kLanes <= W; c0 += kLanes) {
+        vf a0{}, a1{}, a2{}, a3{}, a4{};
+        for (int k = k0; k < k1; ++k) {
+            const int64_t off = static_cast<int64_t>(row + k - r) * W + c0;
+            const vf gk = splat(g[k]), xv = load16(x + off), yv = load16(y + off);
+            a0 = a0 + gk * xv;
+            a1 = a1 + gk * yv;
+            a2 = a2 + gk * (xv * xv);
+            a3 = a3 + gk * (yv * yv);
+            a4 = a4 + gk * (xv * yv);
+        }
+        store16(v[0] + c0, a0);
+        store16(v[1] + c0, a1);
+        store16(v[2] + c0, a2);
+        store16(v[3] + c0, a3);
+        store16(v[4] + c0, a4);
     }
+#endif
+    for (; c0 < W; ++c0) {
+        float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f, a4 = 0.f;
+        for (int k = k0; k < k1; ++k) {
+            const int64_t off = static_cast<int64_t>(row + k - r) * W + c0;
+            const float gk = g[k], xv = x[off], yv = y[off];
+            a0 += gk * xv;
+            a1 += gk * yv;
+            a2 += gk * (xv * xv);
+            a3 += gk * (yv * yv);
+            a4 += gk * (xv * yv);
+        }
+        v[0][c0] = a0, v[1][c0] = a1, v[2][c0] = a2, v[3][c0] = a3, v[4][c0] = a4;
+    }
+}
+
+// v[0..3)[0, W) = the vertical blur at output row `row` of the maps m[0..3) [H, W].
+inline void blur_maps(const float *const m[3], const float *g, int K, int H, int W, int row, float *const v[3]) {
+    int k0, k1;
+    tap_range(row, K, H, &k0, &k1);
+    const int r = K / 2;
+    int c0 = 0;
+#ifdef PLR_HAVE_VEC
+    for (; c0 + kLanes <= W; c0 += kLanes) {
+        vf a0{}, a1{}, a2{};
+        for (int k = k0; k < k1; ++k) {
+            const int64_t off = static_cast<int64_t>(row + k - r) * W + c0;
+            const vf gk = splat(g[k]);
+            a0 = a0 + gk * load16(m[0] + off);
+            a1 = a1 + gk * load16(m[1] + off);
+            a2 = a2 + gk * load16(m[2] + off);
+        }
+        store16(v[0] + c0, a0);
+        store16(v[1] + c0, a1);
+        store16(v[2] + c0, a2);
+    }
+#endif
+    for (; c0 < W; ++c0) {
+        float a0 = 0.f, a1 = 0.f, a2 = 0.f;
+        for (int k = k0; k < k1; ++k) {
+            const int64_t off = static_cast<int64_t>(row + k - r) * W + c0;
+            a0 += g[k] * m[0][off];
+            a1 += g[k] * m[1][off];
+            a2 += g[k] * m[2][off];
+        }
+        v[0][c0] = a0, v[1][c0] = a1, v[2][c0] = a2;
+    }
+}
+
+// Sum of v[c0, c1) (and of |x - y| over [0, W) into l1 when x is given), in
+// kBlock partial sums: a single running sum is one serial add per pixel.
+inline float row_sum(const float *v, int c0, int c1) {
+    float part[kBlock] = {};
+    int c = c0;
+    for (; c + kBlock <= c1; c += kBlock)
+        for (int j = 0; j < kBlock; ++j) part[j] += v[c + j];
+    float s = 0.f;
+    for (; c < c1; ++c) s += v[c];
+    for (int j = 0; j < kBlock; ++j) s += part[j];
+    return s;
+}
+inline float row_l1(const float *x, const float *y, int W) {
+    float part[kBlock] = {};
+    int c = 0;
+    for (; c + kBlock <= W; c += kBlock)
+        for (int j = 0; j < kBlock; ++j) part[j] += std::fabs(x[c + j] - y[c + j]);
+    float s = 0.f;
+    for (; c < W; ++c) s += std::fabs(x[c] - y[c]);
+    for (int j = 0; j < kBlock; ++j) s += part[j];
+    return s;
 }
 
 // One row of the SSIM map from the blurred moments m[5] (mu_x, mu_y, E[x^2], E[y^2], E[xy]),
@@ -101,19 +222,9 @@ void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx,
             }
             double sum = 0.0, l1 = 0.0;
             for (int row = row0; row < row1; ++row) {
-                if (l1_sums) {  // the L1 term over every pixel, while its row is at hand
-                    const float *xr = x + static_cast<int64_t>(row) * W, *yr = y + static_cast<int64_t>(row) * W;
-                    float row_l1 = 0.f;
-                    for (int c = 0; c < W; ++c) row_l1 += std::fabs(xr[c] - yr[c]);
-                    l1 += row_l1;
-                }
-                for (int i = 0; i < 5; ++i) std::fill(v[i], v[i] + W, 0.f);
-                for (int k = 0; k < K; ++k) {
-                    const int src = row + k - r;
-                    if (src < 0 || src >= H) continue;  // zero padding
-                    accumulate_moments(x + static_cast<int64_t>(src) * W, y + static_cast<int64_t>(src) * W,
-                                       a.g[k], W, v[0], v[1], v[2], v[3], v[4]);
-                }
+                if (l1_sums)  // the L1 term over every pixel, while its row is at hand
+                    l1 += row_l1(x + static_cast<int64_t>(row) * W, y + static_cast<int64_t>(row) * W, W);
+                blur_moments(x, y, a.g, K, H, W, row, v);
                 for (int i = 0; i < 5; ++i) blur_row(v[i] - r, a.g, K, W, m[i]);
                 const int64_t off = (p * H + row) * static_cast<int64_t>(W);
                 float *s_row = srow->data();
@@ -131,9 +242,7 @@ void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx,
                         std::fill(g + c1, g + W, 0.f);
                     }
                 }
-                float row_sum = 0.f;
-                for (int c = c0; c < c1; ++c) row_sum += s_row[c];
-                sum += row_sum;
+                sum += row_sum(s_row, c0, c1);
             }
             partial_sums[item] = sum;
             if (l1_sums) l1_sums[item] = l1;
@@ -144,15 +253,17 @@ void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx,
 void ssim_bwd(const SsimArgs &a, float scale, const float *d_mu, const float *d_xx,
               const float *d_xy, float *v_x, float l1_scale) {
     const int H = a.H, W = a.W, K = a.K, r = K / 2;
+    // items are bands of one image's C planes, so a channels-last row is written whole by one thread
+    const int C = a.out_channels ? a.out_channels : 1;
     const int64_t bands = (H + kBand - 1) / kBand;
-    parallel_items(ssim_items(a), a.nthreads, [&] {
+    parallel_items(a.P / C * bands, a.nthreads, [&] {
         auto vert = std::make_shared<std::vector<float>>(3 * (W + 2 * r), 0.f);
         auto blur = std::make_shared<std::vector<float>>(3 * W);
-        return [&a, vert, blur, H, W, K, r, bands, scale, d_mu, d_xx, d_xy, v_x, l1_scale](int64_t item) {
-            const int64_t p = item / bands;
+        auto rows = std::make_shared<std::vector<float>>(static_cast<size_t>(C) * W);
+        return [&a, vert, blur, rows, H, W, K, r, C, bands, scale, d_mu, d_xx, d_xy, v_x, l1_scale](int64_t item) {
+            const int64_t img = item / bands;
             const int row0 = static_cast<int>(item % bands) * kBand;
             const int row1 = std::min(H, row0 + kBand);
-            const int64_t plane = p * H * W;
             const int stride = W + 2 * r;
             float *v[3];
             float *b[3];
@@ -160,30 +271,61 @@ void ssim_bwd(const SsimArgs &a, float scale, const float *d_mu, const float *d_
                 v[i] = vert->data() + i * stride + r;
                 b[i] = blur->data() + i * W;
             }
-            const float *maps[3] = {d_mu + plane, d_xx + plane, d_xy + plane};
             for (int row = row0; row < row1; ++row) {
-                for (int i = 0; i < 3; ++i) std::fill(v[i], v[i] + W, 0.f);
-                for (int k = 0; k < K; ++k) {
-                    const int src = row + k - r;
-                    if (src < 0 || src >= H) continue;
-                    const float gk = a.g[k];
-                    for (int i = 0; i < 3; ++i) {
-                        const float *s = maps[i] + static_cast<int64_t>(src) * W;
-                        for (int c = 0; c < W; ++c) v[i][c] += gk * s[c];
+                for (int ch = 0; ch < C; ++ch) {
+                    const int64_t plane = (img * C + ch) * H * W;
+                    const float *maps[3] = {d_mu + plane, d_xx + plane, d_xy + plane};
+                    blur_maps(maps, a.g, K, H, W, row, v);
+                    for (int i = 0; i < 3; ++i) blur_row(v[i] - r, a.g, K, W, b[i]);
+                    const int64_t off = plane + static_cast<int64_t>(row) * W;
+                    const float *x = a.x + off, *y = a.y + off;
+                    float *out = a.out_channels ? rows->data() + ch * W : v_x + off;
+                    for (int c = 0; c < W; ++c) {
+                        float o = scale * (b[0][c] + 2.f * x[c] * b[1][c] + y[c] * b[2][c]);
+                        if (l1_scale != 0.f)  // + l1_scale * sign(x - y), 0 where they are equal (torch's abs)
+                            o += x[c] > y[c] ? l1_scale : (x[c] < y[c] ? -l1_scale : 0.f);
+                        out[c] = o;
                     }
                 }
-                for (int i = 0; i < 3; ++i) blur_row(v[i] - r, a.g, K, W, b[i]);
-                const int64_t off = plane + static_cast<int64_t>(row) * W;
-                const float *x = a.x + off, *y = a.y + off;
-                float *out = v_x + off;
-                for (int c = 0; c < W; ++c)
-                    out[c] = scale * (b[0][c] + 2.f * x[c] * b[1][c] + y[c] * b[2][c]);
-                if (l1_scale != 0.f)  // + l1_scale * sign(x - y), 0 where they are equal (torch's abs)
-                    for (int c = 0; c < W; ++c)
-                        out[c] += x[c] > y[c] ? l1_scale : (x[c] < y[c] ? -l1_scale : 0.f);
+                if (a.out_channels) {  // the image's row, channels last [H, W, C]
+                    float *dst = v_x + (img * H + row) * static_cast<int64_t>(W) * C;
+                    const float *src = rows->data();
+                    if (C == 3)
+                        for (int c = 0; c < W; ++c)
+                            dst[3 * c] = src[c], dst[3 * c + 1] = src[W + c], dst[3 * c + 2] = src[2 * W + c];
+                    else
+                        for (int c = 0; c < W; ++c)
+                            for (int ch = 0; ch < C; ++ch) dst[c * C + ch] = src[ch * W + c];
+                }
             }
         };
     });
 }
+
+template <class T>
+void to_planes(const T *src, const int64_t st[4], int B, int H, int W, int C, float *dst, int nthreads) {
+    parallel_chunks(static_cast<int64_t>(B) * H, 16, nthreads, [&](int64_t begin, int64_t end) {
+        for (int64_t bh = begin; bh < end; ++bh) {
+            const int64_t b = bh / H, h = bh % H;
+            const T *row = src + b * st[0] + h * st[1];
+            float *out = dst + (b * C * H + h) * static_cast<int64_t>(W);  // channel c: + c * H * W
+            const int64_t plane = static_cast<int64_t>(H) * W;
+            // uint8 images hold value * 255: the same float division View.float_image makes
+            auto conv = [](T v) { return std::is_same<T, uint8_t>::value ? static_cast<float>(v) / 255.f : static_cast<float>(v); };
+            if (C == 3 && st[2] == 3 && st[3] == 1) {  // packed RGB: three streams the compiler vectorises
+                for (int w = 0; w < W; ++w) {
+                    out[w] = conv(row[3 * w]);
+                    out[plane + w] = conv(row[3 * w + 1]);
+                    out[2 * plane + w] = conv(row[3 * w + 2]);
+                }
+            } else {
+                for (int w = 0; w < W; ++w)
+                    for (int c = 0; c < C; ++c) out[c * plane + w] = conv(row[w * st[2] + c * st[3]]);
+            }
+        }
+    });
+}
+template void to_planes<float>(const float *, const int64_t[4], int, int, int, int, float *, int);
+template void to_planes<uint8_t>(const uint8_t *, const int64_t[4], int, int, int, int, float *, int);
 
 }  // namespace plr
