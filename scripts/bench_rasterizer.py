@@ -40,7 +40,7 @@ from pathlib import Path
 
 import bench_revision
 
-from bench_scenes import SCENES, make_scene, scene  # noqa: F401 (make_scene: bench_viewer imports it from here)
+from bench_scenes import SCENES, check_scene, make_scene, scene, scene_info  # noqa: F401 (make_scene: bench_viewer imports it from here)
 
 
 def _rss_mb() -> float:
@@ -161,7 +161,7 @@ def variants(rev: str | None, archs: list[str]) -> list[tuple[str, Path, str]]:
 
 
 def default_reps(scene_name: str, reps: int | None) -> int:
-    return reps if reps is not None else (2 if scene_name.startswith("photo") else 5)
+    return reps if reps is not None else (2 if scene_name.startswith(("photo", "ply:")) else 5)
 
 
 def compare(variant_list: list[tuple[str, Path, str]], scenes: list[str], reps: int | None, rounds: int,
@@ -173,7 +173,7 @@ def compare(variant_list: list[tuple[str, Path, str]], scenes: list[str], reps: 
     print(f"threads={threads}, {rounds} alternating rounds per variant; medians over all rounds; "
           f"ratio = {base} / variant; stages: wall ms inside each extension call")  # fmt: skip
     for scene_name in scenes:
-        w, h, n, sh = SCENES[scene_name]
+        w, h, n, sh = scene_info(scene_name)
         runs: dict = {name: [] for name in names}
         for _ in range(rounds):
             for name, tree, arch in variant_list:
@@ -210,7 +210,8 @@ def compare(variant_list: list[tuple[str, Path, str]], scenes: list[str], reps: 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scenes", default="small,large", help="comma list of: " + ", ".join(SCENES))
+    ap.add_argument("--scenes", default="small,large",
+                    help="comma list of: " + ", ".join(SCENES) + ", ply:PLY@COLMAP[#I] (a trained model, bench_scenes.py)")
     ap.add_argument("--reps", type=int, default=None,
                     help="timed repetitions for the native backend (default 5, 2 on the photo scenes)")  # fmt: skip
     ap.add_argument("--ref-reps", type=int, default=2, help="timed repetitions for the torch reference")
@@ -232,9 +233,9 @@ def main() -> None:
         bench_revision.use_root()  # before the first pointrix_lite import: the tree under test
         print(json.dumps(worker(args.worker, args.scenes, args.reps, args.threads)))
         return
-    unknown = [s for s in args.scenes.split(",") if s not in SCENES]
-    if unknown:
-        raise SystemExit(f"error: --scenes: unknown scene(s) {', '.join(unknown)} (known: {', '.join(SCENES)})")
+    problems = [p for p in map(check_scene, args.scenes.split(",")) if p]
+    if problems:
+        raise SystemExit(f"error: --scenes: {'; '.join(problems)}")
     if args.against or args.arch:
         archs = [a.strip() for a in (args.arch or "native").split(",") if a.strip()]
         compare(variants(args.against, archs), args.scenes.split(","), args.reps, args.rounds, args.threads)
@@ -245,7 +246,7 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     for scene in args.scenes.split(","):
-        w, h, n, sh = SCENES[scene]
+        w, h, n, sh = scene_info(scene)
         label = f"{scene} {w}x{h} {n // 1000}k"
         results = {"native": measure("native", scene, default_reps(scene, args.reps), args.threads)}
         if not args.skip_ref:

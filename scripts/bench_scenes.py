@@ -20,11 +20,17 @@ How they were chosen (from what trained 3DGS captures are known to contain, not 
 
 The resulting depth complexity (evaluations per pixel, printed by the benchmark) is set by the
 opaque surfaces: most pixels stop after a few layers, as in a real capture.
+
+``ply:PLY@COLMAP[#I]``: a model you trained, seen from a view of its dataset. On issue 23's trained
+model (200k Gaussians, 800x800 views) nearly every (Gaussian, tile) pair is needed: 12 of a 4x4
+block's 16 pixels blend at each step of the forward and few pixels run out of transmittance, where
+the photo scenes above stop most pixels after a few layers. Measure speed work on both kinds.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 # name: (width, height, n_gaussians, sh_degree)
 SCENES = {
@@ -135,7 +141,82 @@ def make_photo_scene(width: int, height: int, n: int, sh_degree: int, seed: int 
     )
 
 
+# A trained model as a scene: "ply:PLY@COLMAP[#I]", PLY a 3DGS PLY (scripts/train.py's
+# point_cloud.ply), COLMAP a folder with sparse/ whose I-th image by name (default 1, the first
+# training view with test_every 8) gives the camera, at full size. An orientation.json beside PLY
+# (dataset.orientation) turns the camera into the model's frame.
+PLY_PREFIX = "ply:"
+
+
+def _split_ply(name: str) -> tuple[Path, Path, int]:
+    body = name[len(PLY_PREFIX):]
+    ply, sep, rest = body.partition("@")
+    colmap, _, index = rest.partition("#")
+    if not sep or not ply or not colmap:
+        raise ValueError(f"scene {name!r}: expected ply:PLY@COLMAP[#I]")
+    if not index.isdigit() and index:
+        raise ValueError(f"scene {name!r}: the image index after '#' must be a number")
+    return Path(ply), Path(colmap), int(index or 1)
+
+
+def check_scene(name: str) -> str | None:
+    """None when ``name`` is a known scene, else a one-line reason."""
+    if not name.startswith(PLY_PREFIX):
+        return None if name in SCENES else f"unknown scene {name!r} (known: {', '.join(SCENES)}, ply:PLY@COLMAP[#I])"
+    try:
+        ply, colmap, _ = _split_ply(name)
+    except ValueError as e:
+        return str(e)
+    if not ply.is_file():
+        return f"{ply}: PLY file not found"
+    return None if colmap.is_dir() else f"{colmap}: COLMAP folder not found"
+
+
+def ply_scene(name: str) -> dict:
+    """The scene of a ``ply:PLY@COLMAP[#I]`` name (see PLY_PREFIX)."""
+    import json
+
+    import numpy as np
+    import torch
+
+    from pointrix_lite.data.cameras import viewmat_from_colmap
+    from pointrix_lite.data.colmap import pinhole_intrinsics
+    from pointrix_lite.data.colmap_io import find_sparse_dir, read_model
+    from pointrix_lite.model.gaussian_model import GaussianModel
+
+    ply, colmap, index = _split_ply(name)
+    model = read_model(find_sparse_dir(colmap))
+    images = sorted(model.images.values(), key=lambda im: im.name)
+    im = images[min(index, len(images) - 1)]
+    cam = model.cameras[im.camera_id]
+    fx, fy, cx, cy = pinhole_intrinsics(cam, model.files["cameras"])
+    w2c = viewmat_from_colmap(im.qvec, im.tvec)
+    turn = ply.parent / "orientation.json"
+    if turn.is_file():  # model point = R @ dataset point
+        R = np.asarray(json.loads(turn.read_text())["rotation"], dtype=np.float64)
+        to_dataset = np.eye(4)
+        to_dataset[:3, :3] = R.T
+        w2c = w2c @ to_dataset
+    p = GaussianModel.from_ply(ply).render_params()
+    return dict(
+        **{k: p[k].detach().float().contiguous() for k in ("means", "quats", "scales", "opacities", "colors")},
+        viewmats=torch.from_numpy(w2c).float()[None],
+        Ks=torch.tensor([[[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]]]),
+        width=int(cam.width), height=int(cam.height), sh_degree=int(p["sh_degree"]),
+    )  # fmt: skip
+
+
+def scene_info(name: str) -> tuple[int, int, int, int]:
+    """(width, height, Gaussians, SH degree) of a scene."""
+    if not name.startswith(PLY_PREFIX):
+        return SCENES[name]
+    s = ply_scene(name)
+    return s["width"], s["height"], len(s["means"]), s["sh_degree"]
+
+
 def scene(name: str) -> dict:
-    """The named scene of :data:`SCENES`."""
+    """The named scene of :data:`SCENES`, or a trained model's (``ply:PLY@COLMAP[#I]``)."""
+    if name.startswith(PLY_PREFIX):
+        return ply_scene(name)
     maker = make_photo_scene if name.startswith("photo") else make_scene
     return maker(*SCENES[name])

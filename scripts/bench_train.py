@@ -10,6 +10,7 @@
         'configs/demo_colmap.yaml@1c2aacc+trainer.max_steps=5000' configs/colmap_cpu.yaml
     python scripts/bench_train.py --scene photo160 --config configs/colmap_cpu.yaml@9156c00 --backends native \\
         --init-ply EXP/point_cloud.ply --against 9156c00 dataset.scale=1   # a trained model, after densification
+    python scripts/bench_train.py ... --profile 25     # then each tree's torch.profiler table (an extra, untimed run)
 
 Every measurement runs in a worker subprocess that imports ``pointrix_lite`` from the code tree it
 measures (``scripts/bench_revision.py``): the working tree, or a cached worktree of a git revision.
@@ -103,8 +104,18 @@ def worker_steps(spec: dict) -> None:
     for _ in range(spec["warmup"]):
         one_step(trainer, next(it))
     start = time.perf_counter()
-    for _ in range(spec["steps"]):
-        one_step(trainer, next(it))
+    if spec.get("profile"):  # the same steps under torch.profiler: where a step's time goes, by op
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(spec["steps"]):
+                one_step(trainer, next(it))
+        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=spec["profile"])
+        print(f"torch.profiler, {spec['steps']} steps (native extension calls outside autograd ops are "
+              f"not listed, e.g. binning):\n{table}", file=sys.stderr)
+    else:
+        for _ in range(spec["steps"]):
+            one_step(trainer, next(it))
     seconds = time.perf_counter() - start
     cam = trainer.dataset.train_views[0].camera
     _emit({"seconds": seconds, "n0": n0, "n1": trainer.model.num_gaussians, "size": f"{cam.width}x{cam.height}",
@@ -174,6 +185,15 @@ def run_steps(tree: Path, spec: dict) -> dict:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise SystemExit(f"error: step-timing worker in {tree} failed: {tail}")
     return results[-1]
+
+
+def profile_table(tree: Path, spec: dict) -> str:
+    """The torch.profiler table a step-timing worker with ``spec["profile"]`` prints."""
+    proc = bench_revision.run_worker(tree, [__file__, "--worker-steps", json.dumps(spec)])
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise SystemExit(f"error: profiling worker in {tree} failed: {tail}")
+    return proc.stderr[proc.stderr.find("torch.profiler"):].rstrip()
 
 
 class CurveRun:
@@ -303,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--val-every", type=int, default=100)
     p.add_argument("--against", metavar="REV", help="measure REV's code and the working tree's, alternating")
     p.add_argument("--rounds", type=int, default=2, help="--against step timing: alternating rounds per tree")
+    p.add_argument("--profile", type=int, metavar="ROWS",
+                   help="step timing: then one more, untimed run per tree under torch.profiler; prints its top ROWS ops")
     p.add_argument("--compare", nargs="+", metavar="CFG[@REV][+k=v]", help="whole val-PSNR curves, side by side")
     p.add_argument("--max-seconds", type=float, help="curve modes: stop a run after this many training seconds")
     p.add_argument("--scene", choices=("demo", *SCENES), default="demo",
@@ -366,6 +388,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{backend:>7} {name:>22}: {args.steps} steps in {res['seconds']:.2f} s = "
                       f"{args.steps / res['seconds']:.2f} steps/s, {1e3 * res['seconds'] / args.steps:.1f} ms/step "
                       f"({res['size']}, N {res['n0']} -> {res['n1']}, {res['threads']} threads)", flush=True)
+        if args.profile:  # extra runs, not timed: the profiler slows what it watches
+            for name, tree in trees:
+                spec = {"config": str(cfg), "overrides": step_overrides, "backend": backend, "steps": args.steps,
+                        "warmup": args.warmup, "out": str(args.out / backend), "keep_hooks": keep,
+                        "init_ply": str(args.init_ply.resolve()) if args.init_ply else None, "profile": args.profile}
+                print(f"\n{backend} {name}: {profile_table(tree, spec)}", flush=True)
         if args.against:
             old, new = (statistics.median(per_step[name]) for name, _ in trees)
             print(f"{backend:>7}: working tree {1e3 * new:.1f} ms/step vs {trees[0][0]} {1e3 * old:.1f} ms/step "
