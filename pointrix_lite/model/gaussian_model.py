@@ -175,11 +175,13 @@ class GaussianModel(nn.Module):
     # ---------------------------------------------------------------- loss and metrics
     def _targets(self, render_out: Mapping[str, Any], batch: list, stored: bool = False) -> tuple[Tensor, Tensor]:
         """``(rgb, gt)``: the renders (in each photo's colours) and the photos, float in [0, 1], or
-        with ``stored`` as the views keep them (uint8, value * 255: the loss reads those directly)."""
+        with ``stored`` the uint8 photos as the views keep them (value * 255: the loss reads those
+        directly) when every view holds one; downscaled views hold float block means (0..255,
+        ``data/resample.py``), which go through ``View.float_image`` like any other."""
         rgb = render_out["rgb"]
         if any(view.color_transform is not None for view in batch):  # the photo's colours, not the canonical ones
             rgb = torch.stack([c if v.color_transform is None else v.color_transform(c) for v, c in zip(batch, rgb)])
-        if stored:
+        if stored and all(view.image.dtype == torch.uint8 for view in batch):
             gt = torch.stack([view.image.to(rgb.device, non_blocking=view.image.is_pinned()) for view in batch])
         else:
             gt = torch.stack([view.float_image(rgb.device) for view in batch])

@@ -127,6 +127,30 @@ def test_loss_by_formula() -> None:
     assert rgb.grad is not None and rgb.grad.abs().sum() > 0
 
 
+def test_loss_of_downscaled_views_reads_their_float_block_means() -> None:
+    """The loss takes uint8 photos as they are stored (value * 255); a resolution schedule's
+    downscaled views hold float32 block means on the same 0..255 scale, not [0, 1] floats."""
+    from pointrix_lite.data.resample import downscale_view
+    from pointrix_lite.renderer import native
+
+    native.is_available()  # loads the extension where it builds: the native SSIM path is the one at stake
+    model = make_model(10, ssim_lambda=0.2)
+    g = torch.Generator().manual_seed(2)
+    images = (torch.rand(2, 40, 48, 3, generator=g) * 255).round().to(torch.uint8)
+    views = [downscale_view(make_view(images[i], i), 2) for i in range(2)]
+    assert views[0].image.dtype == torch.float32 and float(views[0].image.max()) > 1.0
+    rgb = torch.rand(2, 20, 24, 3, generator=g)
+    gt = torch.stack([v.float_image() for v in views])
+    l1 = (rgb - gt).abs().mean()
+    expected = 0.8 * l1 + 0.2 * (1 - inria_ssim(rgb, gt))
+    out = model.get_loss_dict({"rgb": rgb}, views)
+    assert float(out["loss"]) == pytest.approx(float(expected), rel=1e-5)
+    # and mixed with a full-size view's uint8 photo in one batch of equal sizes
+    mixed = [make_view((gt[0] * 255).round().to(torch.uint8), 0), views[1]]
+    gt_mixed = torch.stack([v.float_image() for v in mixed])
+    assert float(model.get_loss_dict({"rgb": rgb}, mixed)["l1"]) == pytest.approx(float((rgb - gt_mixed).abs().mean()), rel=1e-6)
+
+
 def test_metric_dict_psnr_ssim() -> None:
     model = make_model(10)
     g = torch.Generator().manual_seed(1)
