@@ -67,79 +67,53 @@ inline void tap_range(int row, int K, int H, int *k0, int *k1) {
     *k1 = std::min(K, H + r - row);
 }
 
-// v[0..5)[0, W) = the vertical blur at output row `row` of the five moments
-// x, y, x^2, y^2, xy of planes x, y [H, W].
-inline void blur_moments(const float *x, const float *y, const float *g, int K, int H, int W, int row,
-                         float *const v[5]) {
+#ifdef PLR_HAVE_VEC
+PLR_INLINE void load_at(const float *p, vf *out) { *out = load16(p); }
+#endif
+PLR_INLINE void load_at(const float *p, float *out) { *out = *p; }
+
+// v[0..M)[0, W) = the vertical blur at output row `row` of M values per pixel:
+// values(off, val) fills val[M] (floats, or 16-lane vectors of columns off..off+15)
+// for the pixel at flat offset off of a plane row.
+template <int M, class Values>
+inline void blur_rows(const float *g, int K, int H, int W, int row, float *const v[M], Values &&values) {
     int k0, k1;
     tap_range(row, K, H, &k0, &k1);
     const int r = K / 2;
+    auto columns = [&](int c0, auto zero) {  // the sums of one block of columns (a float or a vector's)
+        decltype(zero) acc[M], val[M];
+        for (int i = 0; i < M; ++i) acc[i] = zero;
+        for (int k = k0; k < k1; ++k) {
+            values(static_cast<int64_t>(row + k - r) * W + c0, val);
+            const decltype(zero) gk = g[k];
+            for (int i = 0; i < M; ++i) acc[i] = acc[i] + gk * val[i];
+        }
+        for (int i = 0; i < M; ++i) std::memcpy(v[i] + c0, &acc[i], sizeof(acc[i]));
+    };
     int c0 = 0;
 #ifdef PLR_HAVE_VEC
-    for (; c0 + kLanes <= W; c0 += kLanes) {
-        vf a0{}, a1{}, a2{}, a3{}, a4{};
-        for (int k = k0; k < k1; ++k) {
-            const int64_t off = static_cast<int64_t>(row + k - r) * W + c0;
-            const vf gk = splat(g[k]), xv = load16(x + off), yv = load16(y + off);
-            a0 = a0 + gk * xv;
-            a1 = a1 + gk * yv;
-            a2 = a2 + gk * (xv * xv);
-            a3 = a3 + gk * (yv * yv);
-            a4 = a4 + gk * (xv * yv);
-        }
-        store16(v[0] + c0, a0);
-        store16(v[1] + c0, a1);
-        store16(v[2] + c0, a2);
-        store16(v[3] + c0, a3);
-        store16(v[4] + c0, a4);
-    }
+    for (; c0 + kLanes <= W; c0 += kLanes) columns(c0, vf{});
 #endif
-    for (; c0 < W; ++c0) {
-        float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f, a4 = 0.f;
-        for (int k = k0; k < k1; ++k) {
-            const int64_t off = static_cast<int64_t>(row + k - r) * W + c0;
-            const float gk = g[k], xv = x[off], yv = y[off];
-            a0 += gk * xv;
-            a1 += gk * yv;
-            a2 += gk * (xv * xv);
-            a3 += gk * (yv * yv);
-            a4 += gk * (xv * yv);
-        }
-        v[0][c0] = a0, v[1][c0] = a1, v[2][c0] = a2, v[3][c0] = a3, v[4][c0] = a4;
-    }
+    for (; c0 < W; ++c0) columns(c0, 0.f);
 }
 
-// v[0..3)[0, W) = the vertical blur at output row `row` of the maps m[0..3) [H, W].
+// The five moments x, y, x^2, y^2, xy of planes x, y [H, W], blurred vertically at output row `row`.
+inline void blur_moments(const float *x, const float *y, const float *g, int K, int H, int W, int row,
+                         float *const v[5]) {
+    blur_rows<5>(g, K, H, W, row, v, [&](int64_t off, auto *val) {
+        load_at(x + off, &val[0]);
+        load_at(y + off, &val[1]);
+        val[2] = val[0] * val[0];
+        val[3] = val[1] * val[1];
+        val[4] = val[0] * val[1];
+    });
+}
+
+// The three maps m[0..3) [H, W], blurred vertically at output row `row`.
 inline void blur_maps(const float *const m[3], const float *g, int K, int H, int W, int row, float *const v[3]) {
-    int k0, k1;
-    tap_range(row, K, H, &k0, &k1);
-    const int r = K / 2;
-    int c0 = 0;
-#ifdef PLR_HAVE_VEC
-    for (; c0 + kLanes <= W; c0 += kLanes) {
-        vf a0{}, a1{}, a2{};
-        for (int k = k0; k < k1; ++k) {
-            const int64_t off = static_cast<int64_t>(row + k - r) * W + c0;
-            const vf gk = splat(g[k]);
-            a0 = a0 + gk * load16(m[0] + off);
-            a1 = a1 + gk * load16(m[1] + off);
-            a2 = a2 + gk * load16(m[2] + off);
-        }
-        store16(v[0] + c0, a0);
-        store16(v[1] + c0, a1);
-        store16(v[2] + c0, a2);
-    }
-#endif
-    for (; c0 < W; ++c0) {
-        float a0 = 0.f, a1 = 0.f, a2 = 0.f;
-        for (int k = k0; k < k1; ++k) {
-            const int64_t off = static_cast<int64_t>(row + k - r) * W + c0;
-            a0 += g[k] * m[0][off];
-            a1 += g[k] * m[1][off];
-            a2 += g[k] * m[2][off];
-        }
-        v[0][c0] = a0, v[1][c0] = a1, v[2][c0] = a2;
-    }
+    blur_rows<3>(g, K, H, W, row, v, [&](int64_t off, auto *val) {
+        for (int i = 0; i < 3; ++i) load_at(m[i] + off, &val[i]);
+    });
 }
 
 // Sum of v[c0, c1) (and of |x - y| over [0, W) into l1 when x is given), in
