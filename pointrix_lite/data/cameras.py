@@ -102,8 +102,14 @@ class View:
         The image travels as stored (uint8 is a quarter of float32's bytes; asynchronously when
         pinned, see ``pin_images``) and is converted where it lands: the same numbers either way.
         """
-        img = self.image if device is None else self.image.to(device, non_blocking=self.image.is_pinned())
-        return img.float() / 255.0
+        return self.image_on(device).float() / 255.0
+
+    def image_on(self, device: torch.device | str | None = None) -> torch.Tensor:
+        """The image as stored (uint8, or a downscaled view's float block means, both 0..255) on
+        ``device`` (default: where it is)."""
+        if device is None:
+            return self.image
+        return self.image.to(device, non_blocking=self.image.is_pinned())
 
     def mask_on(self, device: torch.device | str | None = None) -> torch.Tensor | None:
         """The [H, W] bool mask on ``device`` (default: where it is), or None without one."""

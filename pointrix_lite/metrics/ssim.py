@@ -114,7 +114,7 @@ def ssim(
 
         if backend == "native" or native_applies(img1, img2, window_size):
             return ssim_native(img1, img2, *_native_args(img1, img2, padding, window_size, sigma, data_range))
-    return ssim_map(img1, _as_float(img2), padding, window_size, sigma, data_range).mean()
+    return ssim_map(img1, as_float_image(img2), padding, window_size, sigma, data_range).mean()
 
 
 def ssim_and_l1(img1: Tensor, img2: Tensor, padding: Literal["valid", "same"] = "same") -> tuple[Tensor, Tensor]:
@@ -127,12 +127,13 @@ def ssim_and_l1(img1: Tensor, img2: Tensor, padding: Literal["valid", "same"] = 
 
     if native_applies(img1, img2, 11):
         return ssim_l1_native(img1, img2, *_native_args(img1, img2, padding, 11, 1.5, 1.0))
-    img2 = _as_float(img2)
+    img2 = as_float_image(img2)
     return ssim(img1, img2, padding, backend="torch"), (img1 - img2).abs().mean()
 
 
-def _as_float(img: Tensor) -> Tensor:
-    """uint8 images hold value * 255 (a view's stored photo): as floats, ``View.float_image``'s numbers."""
+def as_float_image(img: Tensor) -> Tensor:
+    """uint8 images hold value * 255 (a view's stored photo): as floats, ``View.float_image``'s numbers;
+    float images as they are."""
     return img.float() / 255.0 if img.dtype == torch.uint8 else img
 
 

@@ -182,7 +182,7 @@ class GaussianModel(nn.Module):
         if any(view.color_transform is not None for view in batch):  # the photo's colours, not the canonical ones
             rgb = torch.stack([c if v.color_transform is None else v.color_transform(c) for v, c in zip(batch, rgb)])
         if stored and all(view.image.dtype == torch.uint8 for view in batch):
-            gt = torch.stack([view.image.to(rgb.device, non_blocking=view.image.is_pinned()) for view in batch])
+            gt = torch.stack([view.image_on(rgb.device) for view in batch])
         else:
             gt = torch.stack([view.float_image(rgb.device) for view in batch])
         if gt.shape != rgb.shape:

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..metrics.ssim import ssim, ssim_and_l1, ssim_map
+from ..metrics.ssim import as_float_image, ssim, ssim_and_l1, ssim_map
 
 
 def batch_mask(batch: Sequence[Any], device: torch.device) -> Tensor | None:
@@ -64,8 +64,7 @@ def masked_l1_and_ssim(rgb: Tensor, gt: Tensor, mask: Tensor | None) -> tuple[Te
     if mask is None:
         s, l1 = ssim_and_l1(rgb, gt, padding="same")
         return l1, s
-    if gt.dtype == torch.uint8:
-        gt = gt.float() / 255.0
+    gt = as_float_image(gt)
     return masked_l1(rgb, gt, mask), masked_ssim(rgb, gt, mask)
 
 

@@ -116,25 +116,16 @@ inline void blur_maps(const float *const m[3], const float *g, int K, int H, int
     });
 }
 
-// Sum of v[c0, c1) (and of |x - y| over [0, W) into l1 when x is given), in
-// kBlock partial sums: a single running sum is one serial add per pixel.
-inline float row_sum(const float *v, int c0, int c1) {
+// The sum of value(c) over c in [c0, c1), in kBlock partial sums: a single
+// running sum is one serial add per pixel.
+template <class Value>
+inline float partial_sum(int c0, int c1, Value &&value) {
     float part[kBlock] = {};
     int c = c0;
     for (; c + kBlock <= c1; c += kBlock)
-        for (int j = 0; j < kBlock; ++j) part[j] += v[c + j];
+        for (int j = 0; j < kBlock; ++j) part[j] += value(c + j);
     float s = 0.f;
-    for (; c < c1; ++c) s += v[c];
-    for (int j = 0; j < kBlock; ++j) s += part[j];
-    return s;
-}
-inline float row_l1(const float *x, const float *y, int W) {
-    float part[kBlock] = {};
-    int c = 0;
-    for (; c + kBlock <= W; c += kBlock)
-        for (int j = 0; j < kBlock; ++j) part[j] += std::fabs(x[c + j] - y[c + j]);
-    float s = 0.f;
-    for (; c < W; ++c) s += std::fabs(x[c] - y[c]);
+    for (; c < c1; ++c) s += value(c);
     for (int j = 0; j < kBlock; ++j) s += part[j];
     return s;
 }
@@ -197,7 +188,9 @@ void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx,
             double sum = 0.0, l1 = 0.0;
             for (int row = row0; row < row1; ++row) {
                 if (l1_sums)  // the L1 term over every pixel, while its row is at hand
-                    l1 += row_l1(x + static_cast<int64_t>(row) * W, y + static_cast<int64_t>(row) * W, W);
+                    l1 += partial_sum(0, W, [xr = x + static_cast<int64_t>(row) * W, yr = y + static_cast<int64_t>(row) * W](int c) {
+                        return std::fabs(xr[c] - yr[c]);
+                    });
                 blur_moments(x, y, a.g, K, H, W, row, v);
                 for (int i = 0; i < 5; ++i) blur_row(v[i] - r, a.g, K, W, m[i]);
                 const int64_t off = (p * H + row) * static_cast<int64_t>(W);
@@ -216,7 +209,7 @@ void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx,
                         std::fill(g + c1, g + W, 0.f);
                     }
                 }
-                sum += row_sum(s_row, c0, c1);
+                sum += partial_sum(c0, c1, [s_row](int c) { return s_row[c]; });
             }
             partial_sums[item] = sum;
             if (l1_sums) l1_sums[item] = l1;
