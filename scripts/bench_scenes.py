@@ -191,6 +191,8 @@ def ply_scene(name: str) -> dict:
     cam = model.cameras[im.camera_id]
     fx, fy, cx, cy = pinhole_intrinsics(cam, model.files["cameras"])
     w2c = viewmat_from_colmap(im.qvec, im.tvec)
+    # data/orientation.py's read_orientation reads this file, but the scene is built in the worker of
+    # the revision under test, and revisions before it (9156c00) must turn the camera all the same
     turn = ply.parent / "orientation.json"
     if turn.is_file():  # model point = R @ dataset point
         R = np.asarray(json.loads(turn.read_text())["rotation"], dtype=np.float64)
