@@ -209,6 +209,45 @@ def test_results_do_not_depend_on_thread_count() -> None:
         assert torch.equal(v, runs[1]["grads"][k]), k
 
 
+THREADS_STARTED = textwrap.dedent(
+    """
+    import os
+    import torch  # first: libgomp reads OMP_WAIT_POLICY when torch loads it
+
+    from pointrix_lite.renderer.native import rasterization_native
+    from tests.renderer.dense_reference import random_scene
+    from tests.renderer.test_native import run_with_grads
+
+    torch.set_num_threads(2)
+    x = torch.rand(1 << 20, requires_grad=True)
+    (x * 2).sum().backward()  # torch's own workers (intra-op, autograd) are up now
+    before = set(os.listdir("/proc/self/task"))
+    out = run_with_grads(rasterization_native, random_scene(seed=6), "sh", sh_degree=3)
+    assert out["colors"].abs().sum() > 0
+    print(len(set(os.listdir("/proc/self/task")) - before))
+    """
+)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
+@pytest.mark.parametrize("policy", ["", "PASSIVE"])
+def test_native_helpers_are_torchs_threads_while_those_spin(policy: str, native_variant: str) -> None:
+    """torch's OpenMP workers spin between ops unless OMP_WAIT_POLICY=PASSIVE; the native stages
+    then run on them (helpers of their own would share the cores with the spinning ones), and
+    otherwise on a pool of their own (bindings.cpp, pool.h)."""
+    if native_variant != "native":
+        pytest.skip("a subprocess that never loads a variant: once is enough")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if policy:
+        env["OMP_WAIT_POLICY"] = policy
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", THREADS_STARTED], env=env, cwd=repo, capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    started = int(out.stdout.strip().splitlines()[-1])
+    assert started == (1 if policy else 0), f"OMP_WAIT_POLICY={policy!r}: the native stages started {started} threads"
+
+
 def test_culled_gaussians_get_zero_gradients_and_meta() -> None:
     scene = random_scene(seed=2)
     out = run_with_grads(rasterization_native, scene, "sh", sh_degree=3, rasterize_mode="antialiased")

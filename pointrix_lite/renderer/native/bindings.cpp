@@ -8,8 +8,10 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <strings.h>
 
 #include "kernels.h"
+#include "pool.h"
 #include "scratch.h"
 
 namespace {
@@ -423,7 +425,32 @@ static std::string isa() {
 #endif
 }
 
+// pool.h's helpers as torch's intra-op threads: each of the n runs fn once.
+// Under OpenMP, at::parallel_for's pragma is compiled into this file (hence
+// -fopenmp in _build.py, which links the libgomp torch has loaded).
+void torch_threads(int n, void (*fn)(void *), void *ctx) {
+    at::parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) fn(ctx);
+    });
+}
+
+// Whether torch's OpenMP workers spin between parallel ops: unless
+// OMP_WAIT_POLICY is PASSIVE (libgomp read it when torch loaded it;
+// `import pointrix_lite` before torch sets it). Spinning workers hold the cores
+// that helpers of our own would need, so their idle time is only usable
+// through them; sleeping ones leave the cores to our pool, which, unlike an
+// OpenMP region, never waits for a helper that starts late (photo540
+// forward+backward, 2 threads: 79-80 ms with our pool and sleeping workers,
+// 83 ms through torch's spinning ones, 89-94 ms with our pool beside them;
+// 216-220 and 268-272 ms of the first two with two busy processes on the 2
+// cores).
+bool omp_workers_spin() {
+    const char *policy = std::getenv("OMP_WAIT_POLICY");
+    return !(policy && strcasecmp(policy, "passive") == 0);
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    if (omp_workers_spin()) plr::set_thread_runner(&torch_threads);
     m.def("isa", &isa);
     m.def("project_fwd", &project_fwd);
     m.def("project_bwd", &project_bwd);

@@ -50,6 +50,10 @@ Pool &pool() {
 
 }  // namespace
 
+std::atomic<ThreadRunner> g_runner{nullptr};
+void set_thread_runner(ThreadRunner runner) { g_runner = runner; }
+ThreadRunner thread_runner() { return g_runner.load(std::memory_order_relaxed); }
+
 void pool_submit(int helpers, const std::function<void()> &task) {
     if (helpers <= 0) return;
     Pool &p = pool();

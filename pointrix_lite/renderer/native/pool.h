@@ -1,9 +1,14 @@
-// Work sharing without fork-join barriers. The caller and up to nthreads-1
-// pool helpers claim items from an atomic counter; the caller waits only for
-// items that were actually claimed. A helper that is slow to wake up (the
-// cores are busy with other processes) therefore never stalls the call: the
-// caller simply does more items itself. OpenMP's join barrier waits for every
-// thread and costs a scheduler time slice per parallel region under load.
+// Work sharing: the caller and up to nthreads-1 helpers claim items from an
+// atomic counter, so uneven items (tiles whose costs differ by orders of
+// magnitude) balance themselves and a helper that starts late just claims
+// fewer.
+//
+// The helpers are persistent threads of our own (pool.cpp), and the caller
+// waits only for the items that were actually claimed: on a loaded machine an
+// OpenMP region, which waits at its end for every thread, costs a scheduler
+// time slice. When torch's OpenMP workers spin between ops, they would hold
+// the cores our helpers need; bindings.cpp then installs them as the thread
+// runner instead (and says when and what it measured).
 #pragma once
 
 #include <atomic>
@@ -18,6 +23,12 @@ namespace plr {
 // Queues `task` for nthreads-1 helper threads (created on demand, kept for
 // the process lifetime, sleeping when idle).
 void pool_submit(int helpers, const std::function<void()> &task);
+
+// Runs fn(ctx) on n threads (the caller's among them) and returns when all
+// have returned; null (the default) means pool_submit's own threads.
+using ThreadRunner = void (*)(int n, void (*fn)(void *), void *ctx);
+void set_thread_runner(ThreadRunner runner);
+ThreadRunner thread_runner();
 
 struct ItemsState {
     std::atomic<int64_t> next{0};
@@ -51,7 +62,12 @@ void parallel_items(int64_t n, int nthreads, Make &&make) {
             }
         }
     };
-    pool_submit(static_cast<int>(std::min<int64_t>(nthreads, n)) - 1, participate);
+    const int k = static_cast<int>(std::min<int64_t>(nthreads, n));
+    if (ThreadRunner run = thread_runner()) {
+        run(k, [](void *p) { (*static_cast<decltype(participate) *>(p))(); }, &participate);
+        return;
+    }
+    pool_submit(k - 1, participate);
     participate();
     std::unique_lock<std::mutex> lock(st->m);
     st->cv.wait(lock, [&] { return st->done.load() == n; });
