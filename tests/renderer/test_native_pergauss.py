@@ -1,8 +1,9 @@
 """Per-Gaussian native stages (SH, projection) on 16-lane blocks against the torch backend.
 
 The sizes reach what the equivalence scenes do not: N not a multiple of the lane width, whole
-blocks culled next to partly culled ones, several cameras, and an SH gradient large enough
-(>= 2 MB) to take the huge-page allocation path in bindings.cpp.
+blocks culled next to partly culled ones, several cameras, and SH gradients large enough to take
+the huge-page allocation path in bindings.cpp (>= 2 MB) and the streaming stores of sh.cpp
+(>= 16 MB, lanes.h kStreamBytes), shared and per camera.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ require_native(allow_module_level=True)  # compiles on first use
 from pointrix_lite.renderer.native._functions import ProjectGaussians, SHColors  # noqa: E402
 
 N = 45_013  # 2813 blocks of 16 and a tail of 5; SH 3 gradient 8.6 MB; the others stay below 2 MB
+N_STREAMED = 91_013  # shared SH 3 gradient 17.5 MB; per camera (2 cameras) at N, 17.3 MB
 
 
 def _radii(C: int, n: int, gen: torch.Generator) -> torch.Tensor:
@@ -30,7 +32,9 @@ def _radii(C: int, n: int, gen: torch.Generator) -> torch.Tensor:
     return (keep[..., None].expand(C, n, 2) * 2).to(torch.int32).contiguous()
 
 
-@pytest.mark.parametrize("per_camera,degree,n", [(False, 3, N), (True, 4, 1_037), (False, 0, 517)])
+@pytest.mark.parametrize(
+    "per_camera,degree,n", [(False, 3, N), (False, 3, N_STREAMED), (True, 3, N), (True, 4, 1_037), (False, 0, 517)]
+)
 def test_sh_matches_torch(per_camera: bool, degree: int, n: int) -> None:
     gen = torch.Generator().manual_seed(degree)
     C, K = 2, (degree + 1) ** 2

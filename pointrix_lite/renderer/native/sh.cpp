@@ -159,6 +159,7 @@ void sh_bwd(const ShArgs &a, const float *colors, const float *v_colors, float *
     constexpr int64_t kChunk = 1024;  // fixed chunks (a multiple of kL): campos sums independent of thread count
     const int64_t n_chunks = (N + kChunk - 1) / kChunk;
     std::vector<float> cam_buf(static_cast<size_t>(n_chunks) * C * 3, 0.f);
+    const bool stream = static_cast<size_t>((shared ? 1 : C) * N * KK) * sizeof(float) >= kStreamBytes;
     parallel_items(n_chunks, a.nthreads, [&] { return [&](int64_t chunk) {
         // accumulate locally, write once: neighbouring chunks share cache lines
         std::vector<float> cb(C * 3, 0.f);
@@ -206,7 +207,7 @@ void sh_bwd(const ShArgs &a, const float *colors, const float *v_colors, float *
                     vn[1] += w * b[k].dy;
                     vn[2] += w * b[k].dz;
                 }
-                if (!shared) from_lanes(vco, nb * 3, KK, n, v_coeffs + idx0 * KK);
+                if (!shared) from_lanes(vco, nb * 3, KK, n, v_coeffs + idx0 * KK, stream);
                 // through the normalisation: (I - n n^T) / |dir|
                 const Lane x = load(d.x), y = load(d.y), z = load(d.z), inv = load(d.inv);
                 const Lane dot = vn[0] * x + vn[1] * y + vn[2] * z;
@@ -225,7 +226,7 @@ void sh_bwd(const ShArgs &a, const float *colors, const float *v_colors, float *
             }
             if (shared) {
                 if (any_cam)
-                    from_lanes(vco, nb * 3, KK, n, v_coeffs + g0 * KK);
+                    from_lanes(vco, nb * 3, KK, n, v_coeffs + g0 * KK, stream);
                 else
                     std::fill(v_coeffs + g0 * KK, v_coeffs + (g0 + n) * KK, 0.f);
             }
@@ -235,6 +236,7 @@ void sh_bwd(const ShArgs &a, const float *colors, const float *v_colors, float *
                 for (int i = 0; i < 3; ++i) v_means[3 * (g0 + j) + i] = vms[i][j];
         }
         std::copy(cb.begin(), cb.end(), cam_buf.begin() + chunk * C * 3);
+        stream_fence();
     }; });
     for (int64_t c = 0; c < C; ++c)
         for (int i = 0; i < 3; ++i) {
