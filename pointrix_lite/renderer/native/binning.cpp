@@ -163,10 +163,10 @@ struct Sorted {
     int32_t idx, slot;  // c*N + g, its first Gaussian-major slot
 };
 
-// Stable LSD radix sort of n (float-bits key, id) pairs in place, k2/i2 being
-// scratch of n: equal depths keep index order, like gsplat's stable CUB sort of
-// (tile|depth) keys.
-void radix_sort(uint32_t *keys, int32_t *ids, uint32_t *k2, int32_t *i2, size_t n) {
+// Stable LSD radix sort of n (float-bits key, id) pairs, k2/i2 being scratch
+// of n: equal depths keep index order, like gsplat's stable CUB sort of
+// (tile|depth) keys. Returns where the sorted ids are: ids or i2.
+int32_t *radix_sort(uint32_t *keys, int32_t *ids, uint32_t *k2, int32_t *i2, size_t n) {
     uint32_t *k = keys;
     int32_t *i = ids;
     for (int shift = 0; shift < 32; shift += 8) {
@@ -182,7 +182,7 @@ void radix_sort(uint32_t *keys, int32_t *ids, uint32_t *k2, int32_t *i2, size_t 
         std::swap(k, k2);
         std::swap(i, i2);
     }
-    if (i != ids) std::memcpy(ids, i, n * sizeof(int32_t));  // keys are not needed after
+    return i;
 }
 
 }  // namespace
@@ -224,16 +224,19 @@ void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offs
     int32_t *const seq = seq_mem.as<int32_t>();
     parallel_items(C, a.nthreads, [&] { return [&](int64_t c) {
         const int64_t n = cam_begin[c + 1] - cam_begin[c];
-        const Scratch keys_mem(sizeof(uint32_t) * 2 * std::max<int64_t>(n, 1)), ids_mem(sizeof(int32_t) * std::max<int64_t>(n, 1));
+        // one slot of slack: every Gaussian is written, and only the kept ones
+        // advance (a branch on visibility mispredicted about every other one)
+        const Scratch keys_mem(sizeof(uint32_t) * (2 * n + 1)), ids_mem(sizeof(int32_t) * (n + 1));
         uint32_t *keys = keys_mem.as<uint32_t>();
-        int32_t *ids = seq + cam_begin[c];
+        int32_t *ids = ids_mem.as<int32_t>(), *out = seq + cam_begin[c];
         int64_t j = 0;
         for (int64_t idx = c * N; idx < (c + 1) * N; ++idx) {
-            if (gauss_offsets[idx + 1] == gauss_offsets[idx]) continue;
             std::memcpy(&keys[j], a.depths + idx, sizeof(uint32_t));
-            ids[j++] = static_cast<int32_t>(idx);
+            ids[j] = static_cast<int32_t>(idx);
+            j += gauss_offsets[idx + 1] != gauss_offsets[idx];
         }
-        radix_sort(keys, ids, keys + n, ids_mem.as<int32_t>(), static_cast<size_t>(n));
+        const int32_t *sorted_ids = radix_sort(keys, ids, keys + n + 1, out, static_cast<size_t>(n));
+        if (sorted_ids != out) std::memcpy(out, sorted_ids, n * sizeof(int32_t));
     }; });
 
     // 2. chunked counting sort by global tile id, chunks in sequence order.
