@@ -32,9 +32,9 @@ _HEADERS = ("common.h", "kernels.h", "lanes.h", "pool.h", "scratch.h", "simd.h",
 # backward (the backward replays the forward's threshold tests), nor in one
 # build and another (every ISA computes bit-identical alphas). -march=native is safe because the build happens
 # on the machine that runs it (the CPU kind is part of the module name, so a
-# shared cache never serves another CPU's binary). Threads are torch's
-# intra-op threads (pool.h says why), through at::parallel_for: under OpenMP
-# its pragma compiles into bindings.cpp, hence _openmp_flags().
+# shared cache never serves another CPU's binary). Threads: pool.h, our own or,
+# while torch's OpenMP workers spin, those through at::parallel_for, whose
+# pragma compiles into bindings.cpp: hence _openmp_flags().
 _BASE_FLAGS = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-pthread"]
 _ATTEMPTS = (
     (["-march=native"], ["-pthread"]),
@@ -150,16 +150,18 @@ def is_loaded() -> bool:
     return _module is not None
 
 
-def _openmp_flags() -> list[str]:
-    # the same soname as the libgomp torch loaded, so the dynamic linker reuses that one
+def _openmp_flags(flags: list[str]) -> list[str]:
+    # The same soname as the libgomp torch loaded, so the dynamic linker reuses that one. The
+    # portable fallback goes without, so that a compiler lacking OpenMP still builds it (its
+    # helpers are then always pool.cpp's).
     import torch
 
-    return ["-fopenmp"] if torch._C.has_openmp else []
+    return ["-fopenmp"] if torch._C.has_openmp and "-DPLR_SCALAR" not in flags else []
 
 
 def _load(load, name: str, flags: list[str], src_dir: Path) -> ModuleType:
     verbose = os.environ.get("POINTRIX_NATIVE_VERBOSE", "") not in ("", "0")
-    omp = _openmp_flags()
+    omp = _openmp_flags(flags)
     return load(
         name=name,
         sources=[str(src_dir / s) for s in _SOURCES],

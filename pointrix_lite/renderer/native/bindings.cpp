@@ -426,8 +426,14 @@ static std::string isa() {
 }
 
 // pool.h's helpers as torch's intra-op threads: each of the n runs fn once.
-// Under OpenMP, at::parallel_for's pragma is compiled into this file (hence
-// -fopenmp in _build.py, which links the libgomp torch has loaded).
+// Under OpenMP, at::parallel_for's pragma is compiled into this file: built
+// without -fopenmp (_build.py's portable fallback) it would run them one after
+// another on the caller, so that build keeps its own pool.
+#if AT_PARALLEL_OPENMP && !defined(_OPENMP)
+constexpr bool kTorchThreads = false;
+#else
+constexpr bool kTorchThreads = true;
+#endif
 void torch_threads(int n, void (*fn)(void *), void *ctx) {
     at::parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) fn(ctx);
@@ -435,22 +441,18 @@ void torch_threads(int n, void (*fn)(void *), void *ctx) {
 }
 
 // Whether torch's OpenMP workers spin between parallel ops: unless
-// OMP_WAIT_POLICY is PASSIVE (libgomp read it when torch loaded it;
-// `import pointrix_lite` before torch sets it). Spinning workers hold the cores
-// that helpers of our own would need, so their idle time is only usable
-// through them; sleeping ones leave the cores to our pool, which, unlike an
-// OpenMP region, never waits for a helper that starts late (photo540
-// forward+backward, 2 threads: 79-80 ms with our pool and sleeping workers,
-// 83 ms through torch's spinning ones, 89-94 ms with our pool beside them;
-// 216-220 and 268-272 ms of the first two with two busy processes on the 2
-// cores).
+// OMP_WAIT_POLICY is PASSIVE (libgomp read it when torch loaded it; `import
+// pointrix_lite` before torch sets it). Spinning workers hold the cores that
+// helpers of our own would need, so the extension works through them; sleeping
+// ones leave the cores to our pool, which, unlike an OpenMP region, never waits
+// for a helper that starts late (docs/native.md, "Threads", has the figures).
 bool omp_workers_spin() {
     const char *policy = std::getenv("OMP_WAIT_POLICY");
     return !(policy && strcasecmp(policy, "passive") == 0);
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-    if (omp_workers_spin()) plr::set_thread_runner(&torch_threads);
+    if (kTorchThreads && omp_workers_spin()) plr::set_thread_runner(&torch_threads);
     m.def("isa", &isa);
     m.def("project_fwd", &project_fwd);
     m.def("project_bwd", &project_bwd);
