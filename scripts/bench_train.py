@@ -178,21 +178,23 @@ def config_file(spec: str, tree: Path, scratch: Path) -> Path:
     return p
 
 
-def run_steps(tree: Path, spec: dict) -> dict:
+def _steps_worker(tree: Path, spec: dict, what: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """A step-timing worker's finished process (a one-line error naming ``what`` when it failed)."""
     proc = bench_revision.run_worker(tree, [__file__, "--worker-steps", json.dumps(spec)])
     results = parse_results(proc.stdout)
     if proc.returncode != 0 or not results:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise SystemExit(f"error: step-timing worker in {tree} failed: {tail}")
-    return results[-1]
+        raise SystemExit(f"error: {what} worker in {tree} failed: {tail}")
+    return proc, results[-1]
+
+
+def run_steps(tree: Path, spec: dict) -> dict:
+    return _steps_worker(tree, spec, "step-timing")[1]
 
 
 def profile_table(tree: Path, spec: dict) -> str:
     """The torch.profiler table a step-timing worker with ``spec["profile"]`` prints."""
-    proc = bench_revision.run_worker(tree, [__file__, "--worker-steps", json.dumps(spec)])
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise SystemExit(f"error: profiling worker in {tree} failed: {tail}")
+    proc, _ = _steps_worker(tree, spec, "profiling")
     return proc.stderr[proc.stderr.find("torch.profiler"):].rstrip()
 
 
@@ -378,11 +380,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{', densifying' if args.densify else ', fixed N'}")
     for backend in args.backends:
         per_step: dict[str, list[float]] = {name: [] for name, _ in trees}
+        spec = {"config": str(cfg), "overrides": step_overrides, "backend": backend, "steps": args.steps,
+                "warmup": args.warmup, "out": str(args.out / backend), "keep_hooks": keep,
+                "init_ply": str(args.init_ply.resolve()) if args.init_ply else None}
         for r in range(args.rounds if args.against else 1):
             for name, tree in trees:  # alternating, so drifting machine load hits both trees alike
-                spec = {"config": str(cfg), "overrides": step_overrides, "backend": backend, "steps": args.steps,
-                        "warmup": args.warmup, "out": str(args.out / backend), "keep_hooks": keep,
-                        "init_ply": str(args.init_ply.resolve()) if args.init_ply else None}
                 res = run_steps(tree, spec)
                 per_step[name].append(res["seconds"] / args.steps)
                 print(f"{backend:>7} {name:>22}: {args.steps} steps in {res['seconds']:.2f} s = "
@@ -390,10 +392,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"({res['size']}, N {res['n0']} -> {res['n1']}, {res['threads']} threads)", flush=True)
         if args.profile:  # extra runs, not timed: the profiler slows what it watches
             for name, tree in trees:
-                spec = {"config": str(cfg), "overrides": step_overrides, "backend": backend, "steps": args.steps,
-                        "warmup": args.warmup, "out": str(args.out / backend), "keep_hooks": keep,
-                        "init_ply": str(args.init_ply.resolve()) if args.init_ply else None, "profile": args.profile}
-                print(f"\n{backend} {name}: {profile_table(tree, spec)}", flush=True)
+                print(f"\n{backend} {name}: {profile_table(tree, dict(spec, profile=args.profile))}", flush=True)
         if args.against:
             old, new = (statistics.median(per_step[name]) for name, _ in trees)
             print(f"{backend:>7}: working tree {1e3 * new:.1f} ms/step vs {trees[0][0]} {1e3 * old:.1f} ms/step "

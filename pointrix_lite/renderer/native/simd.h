@@ -119,6 +119,7 @@ PLR_INLINE vf load16(const float *s) {
     __builtin_memcpy(&r, s, sizeof(r));
     return r;
 }
+PLR_INLINE void store16(float *d, const vf &v) { __builtin_memcpy(d, &v, sizeof(v)); }
 PLR_INLINE vf iota16() {
     static const float k[kLanes] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     return load16(k);
@@ -153,28 +154,28 @@ PLR_INLINE nf fold_fmadd(const vf &a, const vf &b, nf acc) {
 // min(s, hi) as common.h's scalar (s < hi ? s : hi, NaN giving hi) and max(a, b) as (a > b ? a : b):
 // x86's minps / maxps are exactly those (GCC emits a compare and a blend for the selects); NEON's
 // vminq / vmaxq are not for NaN, so selects there.
-PLR_INLINE vf min_as_sel(const vf &s, const vf &hi) {
 #if defined(__AVX512F__)
-    PLR_PARTS(vf, (nf)_mm512_min_ps((__m512)s.p[i], (__m512)hi.p[i]));
+#define PLR_X86_MINMAX(op, a, b) PLR_PARTS(vf, (nf)_mm512_##op##_ps((__m512)(a).p[i], (__m512)(b).p[i]))
 #elif defined(__AVX__)
-    PLR_PARTS(vf, (nf)_mm256_min_ps((__m256)s.p[i], (__m256)hi.p[i]));
+#define PLR_X86_MINMAX(op, a, b) PLR_PARTS(vf, (nf)_mm256_##op##_ps((__m256)(a).p[i], (__m256)(b).p[i]))
 #elif defined(__SSE__)
-    PLR_PARTS(vf, (nf)_mm_min_ps((__m128)s.p[i], (__m128)hi.p[i]));
+#define PLR_X86_MINMAX(op, a, b) PLR_PARTS(vf, (nf)_mm_##op##_ps((__m128)(a).p[i], (__m128)(b).p[i]))
+#endif
+PLR_INLINE vf min_as_sel(const vf &s, const vf &hi) {
+#ifdef PLR_X86_MINMAX
+    PLR_X86_MINMAX(min, s, hi);
 #else
     return sel(s < hi, s, hi);
 #endif
 }
 PLR_INLINE vf vmax(const vf &a, const vf &b) {
-#if defined(__AVX512F__)
-    PLR_PARTS(vf, (nf)_mm512_max_ps((__m512)a.p[i], (__m512)b.p[i]));
-#elif defined(__AVX__)
-    PLR_PARTS(vf, (nf)_mm256_max_ps((__m256)a.p[i], (__m256)b.p[i]));
-#elif defined(__SSE__)
-    PLR_PARTS(vf, (nf)_mm_max_ps((__m128)a.p[i], (__m128)b.p[i]));
+#ifdef PLR_X86_MINMAX
+    PLR_X86_MINMAX(max, a, b);
 #else
     return sel(a > b, a, b);
 #endif
 }
+#undef PLR_X86_MINMAX
 #undef PLR_PARTS
 
 PLR_INLINE vi exp_bits(const vi &t) { return (t + vi(127 - 0x4B400000)) << 23; }

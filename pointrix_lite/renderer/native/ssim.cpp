@@ -31,7 +31,6 @@ constexpr int kBand = 8;  // output rows per work item
 
 #ifdef PLR_HAVE_VEC
 constexpr int kBlock = kLanes;  // columns summed in registers at a time
-PLR_INLINE void store16(float *dst, const vf &v) { std::memcpy(dst, &v, sizeof(v)); }
 #else
 constexpr int kBlock = 1;
 #endif
