@@ -17,6 +17,8 @@ from typing import Literal, Union
 
 import torch
 
+from . import kernels
+
 DeviceLike = Union[str, torch.device]
 Rasterizer = Literal["gsplat", "native", "torch"]
 
@@ -50,23 +52,34 @@ def rasterizer_backend(device: DeviceLike, native_available: Callable[[], bool])
     return "torch"
 
 
-def ssim_backend(device: DeviceLike, native_loaded: Callable[[], bool]) -> Literal["native", "torch"]:
+def ssim_backend(device: DeviceLike, native_loaded: Callable[[], bool]) -> Literal["native", "triton", "torch"]:
     """SSIM of images on ``device``: the native kernel on the CPU when the extension is already
-    loaded in this process (a loss never starts a compile), else torch's convolutions (CUDA)."""
+    loaded in this process (a loss never starts a compile), the fused Triton kernels on CUDA
+    (``kernels/ssim.py``; torch's convolutions where triton is missing), else torch."""
     if native_kernels_run_on(device) and native_loaded():
         return "native"
+    if kernels.runs_on(_device(device)):
+        return "triton"
     return "torch"
+
+
+def position_noise_kernel(device: DeviceLike) -> bool:
+    """Whether MCMC's position noise runs as one Triton kernel (``kernels/mcmc_noise.py``) for
+    Gaussians on ``device`` (CUDA): torch's covariances and batched 3x3 products cost ~3 ms of a
+    step at 1M Gaussians there. The CPU keeps the torch code."""
+    return kernels.runs_on(_device(device))
 
 
 def fused_adam(devices: Iterable[DeviceLike]) -> bool | None:
     """The ``fused`` argument of ``torch.optim.Adam`` for parameters on ``devices``.
 
-    True when all are on the CPU: torch's fused CPU Adam is one multithreaded pass per tensor,
-    6-10x faster than its default per-tensor loop there (docs/native.md "Adam"). None elsewhere:
-    torch's default (foreach on CUDA), the kernel gsplat's trainer uses too.
+    True when all are on the CPU or all on CUDA: torch's fused CPU Adam is one multithreaded pass per
+    tensor, 6-10x faster than its default per-tensor loop there (docs/native.md "Adam"); on CUDA the
+    fused kernel reads each parameter, gradient and moment once where the default (foreach) makes a
+    pass per arithmetic op. None elsewhere (MPS, mixed): torch's default.
     """
     kinds = {_device(d).type for d in devices}
-    return True if kinds == {"cpu"} else None
+    return True if kinds in ({"cpu"}, {"cuda"}) else None
 
 
 def pin_host_images(device: DeviceLike) -> bool:

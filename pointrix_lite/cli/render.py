@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--data", type=Path, help="with --ply: data set folder whose cameras to render")
     p.add_argument("--dataset-type", help="with --ply: registered dataset type (default: from the folder layout)")
-    p.add_argument("--scale", type=float, default=1.0, help="with --ply: image downscale factor of the data set")
+    p.add_argument("--scale", type=_scale_arg, help="with --ply: image downscale factor of the data set, or auto "
+                   "(default: the factor the run trained at, from config.yaml beside the PLY; else 1)")
     p.add_argument("--out", type=Path, help="output folder (default: the exp dir, or <ply>_render/)")
     p.add_argument("--backend", choices=("auto", "torch", "native", "gsplat"), help="rasterizer backend override")
     p.add_argument("--trajectory", choices=("orbit",), help="render this camera path instead of the test split")
@@ -53,6 +54,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--video", choices=("mp4", "gif"), default="mp4", help="video format (default mp4)")
     add_plugin_option(p)
     return p
+
+
+def _scale_arg(text: str) -> float | str:
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or auto, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _trained_scale(ply: Path) -> float | str:
+    """The ``dataset.scale`` of the run whose experiment folder holds ``ply`` (its config.yaml), else 1."""
+    import yaml
+
+    config = ply.with_name("config.yaml")
+    try:
+        scale = (yaml.safe_load(config.read_text()) or {}).get("dataset", {}).get("scale", 1.0)
+    except (OSError, yaml.YAMLError, AttributeError):
+        return 1.0
+    return scale if scale == "auto" or isinstance(scale, (int, float)) else 1.0
 
 
 def _infer_dataset_type(data: Path) -> str:
@@ -80,11 +105,12 @@ def _trainer_from_ply(args: argparse.Namespace) -> tuple[Any, Path]:
     type_name = args.dataset_type or _infer_dataset_type(args.data)
     DATASETS.get(type_name, "--dataset-type")
     out = args.out or args.ply.with_name(f"{args.ply.stem}_render")
+    scale = _trained_scale(args.ply) if args.scale is None else args.scale  # a factor below 1 was trained or asked for
     raw = {
         "name": "render",
         "exp_dir": str(out),
         "trainer": {"max_steps": 0},
-        "dataset": {"type": type_name, "data_path": str(args.data), "scale": args.scale},
+        "dataset": {"type": type_name, "data_path": str(args.data), "scale": scale, "upsample": scale != "auto" and scale < 1},
         "model": {"type": "GaussianModel", "sh_degree": model.config.sh_degree},
         "renderer": {"type": "GaussianRenderer"},
     }

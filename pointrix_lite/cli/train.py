@@ -80,6 +80,12 @@ def run(args: argparse.Namespace) -> int:
         check_output_dir(exp_dir)
         save_config(cfg, exp_dir)
     trainer = DefaultTrainer(cfg, exp_dir, device)
+    scale_used = getattr(trainer.dataset, "scale_used", None)
+    if main_process and cfg.dataset.get("scale") == "auto" and scale_used is not None:
+        # config.yaml holds the factor auto chose (by this run's device), so a resumed run and render.py
+        # load the views at the size this run trained at, on any device.
+        cfg.dataset["scale"] = scale_used
+        save_config(cfg, exp_dir)
     if args.viewer:  # added here, not to the config: a resumed run does not reopen a viewer unasked
         from ..viewer.hook import add_viewer_hook
 

@@ -14,11 +14,21 @@ WHITE = (1.0, 1.0, 1.0)
 BLACK = (0.0, 0.0, 0.0)
 
 
+MIN_SIDE = 16  # pixels a training image keeps on each side at the least (one tile of the renderer)
+
+
 def check_scene_options(config: Any) -> None:
     """The options every dataset's ``Config`` shares, checked in its ``__post_init__`` (so when the
     config loads, not after images have been read)."""
     if config.scale != "auto" and not config.scale > 0:
         raise OptionError("scale", f"must be positive or auto, got {config.scale}", "dataset")
+    if config.scale != "auto" and config.scale < 1 and not getattr(config, "upsample", False):
+        raise OptionError(
+            "scale",
+            f"{config.scale:g} would upsample the images {1 / config.scale:g}x (the scale divides their size: "
+            "2 = half); set dataset.upsample=true to train above the images' size",
+            "dataset",
+        )
     if config.max_points < 0:
         raise OptionError("max_points", f"must be >= 0 (0 = all), got {config.max_points}", "dataset")
 
@@ -40,13 +50,21 @@ class SceneDataset:
     scene_extent: float
     background: tuple[float, float, float]
 
-    def _open(self, config: Any) -> Path:
-        """What every dataset does first: set the background and return the data folder (generating the demo scene there if it is the demo's path)."""
+    def _open(self, config: Any, device: Any = "cpu") -> Path:
+        """What every dataset does first: set the background and return the data folder (generating
+        the demo scene there if it is the demo's path). ``device``: where training runs, for the
+        ``scale: auto`` rule (``data/resolution.py``)."""
         self.config = config
+        self.device = str(device)
         self._scale: float | None = None if config.scale == "auto" else float(config.scale)
         root = require_dir(Path(config.data_path))
         self.background = WHITE if config.white_background else BLACK
         return root
+
+    @property
+    def scale_used(self) -> float | None:
+        """The downscale factor the views were loaded at (``auto`` resolved), None before any image size was known."""
+        return self._scale
 
     def _scale_for(self, width: int, height: int) -> float:
         """The downscale factor of every view: ``dataset.scale``, or for ``auto`` the rule of
@@ -55,8 +73,17 @@ class SceneDataset:
             from ..progress import console
             from .resolution import auto_scale, describe
 
-            self._scale = float(auto_scale(width, height))
-            console().print(describe(width, height, int(self._scale)), markup=False)
+            self._scale = float(auto_scale(width, height, self.device))
+            console().print(describe(width, height, self._scale, device=self.device), markup=False)
+        w, h = max(1, round(width / self._scale)), max(1, round(height / self._scale))  # Camera.scaled's sizes
+        # The factor's doing only: images that are smaller than that already (test fixtures) load as they are.
+        if self._scale > 1 and min(w, h) < MIN_SIDE <= min(width, height):
+            raise OptionError(
+                "scale",
+                f"{self._scale:g} leaves {w}x{h} px of the {width}x{height} images, fewer than {MIN_SIDE} on a side; "
+                f"at most {max(1, min(width, height) // MIN_SIDE)} keeps {MIN_SIDE}",
+                "dataset",
+            )
         return self._scale
 
     def _finish(

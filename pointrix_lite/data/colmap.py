@@ -57,7 +57,10 @@ class ColmapDataset(SceneDataset):
         """Render (and composite any RGBA images) on white instead of black."""
         scale: Scale = 1.0
         """Downscale factor; ``images_<scale>/`` is used when it exists, else images are resized on
-        load. ``auto``: the rule of ``data/resolution.py`` (at most 0.25 MP per image)."""
+        load. ``auto``: the rule of ``data/resolution.py`` for the training device (at most 0.25 MP per image
+        on the CPU, 1600 px on the long side on CUDA)."""
+        upsample: bool = False
+        """Allow ``scale`` below 1 (training above the images' own size); refused otherwise."""
         test_every: int = 8
         """Every n-th image, sorted by name, is a test view (INRIA's ``llffhold``)."""
         eval: bool = True
@@ -76,8 +79,8 @@ class ColmapDataset(SceneDataset):
             check_scene_options(self)
             at_least(self, 1, "test_every", home="dataset")
 
-    def __init__(self, config: Config) -> None:
-        root = self._open(config)
+    def __init__(self, config: Config, device: str = "cpu") -> None:
+        root = self._open(config, device)
         model = read_model(find_sparse_dir(root))
         sizes = [(c.width, c.height) for c in model.cameras.values()]
         if sizes:

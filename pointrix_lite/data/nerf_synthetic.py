@@ -63,7 +63,10 @@ class NerfSyntheticDataset(SceneDataset):
         """Composite RGBA images on white (else black); also the render background."""
         scale: Scale = 1.0
         """Downscale factor (2 = half resolution), applied on load with an area filter; ``auto``:
-        the rule of ``data/resolution.py`` (at most 0.25 MP per image)."""
+        the rule of ``data/resolution.py`` for the training device (at most 0.25 MP per image on the
+        CPU, 1600 px on the long side on CUDA)."""
+        upsample: bool = False
+        """Allow ``scale`` below 1 (training above the images' own size); refused otherwise."""
         eval: bool = True
         """Hold out the test split; off = train on train + test views."""
         random_init_points: int = 100_000
@@ -77,8 +80,8 @@ class NerfSyntheticDataset(SceneDataset):
             check_scene_options(self)
             at_least(self, 1, "random_init_points", home="dataset")
 
-    def __init__(self, config: Config) -> None:
-        root = self._open(config)
+    def __init__(self, config: Config, device: str = "cpu") -> None:
+        root = self._open(config, device)
         masks = mask_folder(root)  # training views only: metrics judge the whole image, as nerfstudio's
         train = self._load_split(root / "transforms_train.json", masks)
         test = self._load_split(root / "transforms_test.json") if config.eval else []

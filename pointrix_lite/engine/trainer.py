@@ -81,6 +81,17 @@ def _step_render_kw(model: Any, renderer: Any) -> dict[str, Any]:
     return {"depth": False} if takes_flag else {}
 
 
+def _dataset_kw(dataset_cfg: Any, device: torch.device) -> dict[str, Any]:
+    """``device=`` for a dataset class that takes it (the built-in ones: ``scale: auto`` picks the
+    training resolution by device, ``data/resolution.py``); a custom dataset without it is built as before."""
+    try:
+        cls = DATASETS.get(dataset_cfg.get("type", ""), "dataset.type")
+        takes = "device" in inspect.signature(cls).parameters
+    except (ConfigError, TypeError, ValueError, AttributeError):  # let build() report a bad type
+        return {}
+    return {"device": device.type} if takes else {}
+
+
 class DefaultTrainer:
     """Builds dataset, pipeline, model, optimizer, renderer, strategy, writers and hooks, then trains.
 
@@ -140,7 +151,7 @@ class DefaultTrainer:
         setup_start = time.perf_counter()
         seed_everything(cfg.seed)
         max_steps = cfg.trainer.max_steps
-        self.dataset = DATASETS.build(cfg.dataset, "dataset")
+        self.dataset = DATASETS.build(cfg.dataset, "dataset", **_dataset_kw(cfg.dataset, self.device))
         turned = getattr(self.dataset, "world_rotation", None)  # dataset.orientation
         if turned is not None and self.is_main_process:
             from ..data.orientation import save_orientation

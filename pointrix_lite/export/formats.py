@@ -12,7 +12,7 @@ CPU); this module only fixes what those bytes need to load in the viewers:
 - ``spz`` (:mod:`.spz`, SPZ version 3) and ``glb`` (:mod:`.glb`, glTF with
   ``KHR_gaussian_splatting``) are the project's own numpy writers; both store at most SH degree 3
   (the highest either web readers or the glTF extension define) and convert the RDF Gaussians to
-  their frame (:mod:`.axes`). SPZ's 24-bit centres cannot hold |x| >= 2048: those are cut and reported.
+  their frame (:mod:`.axes`). SPZ's 24-bit centres take fewer fractional bits when a scene reaches past +-2048.
 - ``splat``: gsplat writes records in Morton order; antimatter15's own converter (and viewers that
   stream the file) expect the most visible Gaussians first, so the 32-byte records are reordered by
   descending ``scale_x * scale_y * scale_z * alpha`` read back from the records themselves.
@@ -82,12 +82,6 @@ def _write_spz(params: Params, f: IO[bytes]) -> None:
     write_spz(params, f)
 
 
-def _spz_in_range(params: Params) -> Tensor:
-    from .spz import spz_in_range
-
-    return spz_in_range(params)
-
-
 def _write_glb(params: Params, f: IO[bytes]) -> None:
     from .glb import write_glb
 
@@ -119,10 +113,7 @@ FORMATS: dict[str, ExportFormat] = {
             "ply_compressed", ".compressed.ply", 3, "SuperSplat / PlayCanvas", _write_ply_compressed,
             keep=compressed_ply_visible, keep_reason="ply_compressed drops opacity <= 1/255",
         ),
-        ExportFormat(
-            "spz", ".spz", 3, "Spark and viewers on nianticlabs/spz (SPZ v3, gzip)", _write_spz,
-            keep=_spz_in_range, keep_reason="spz drops centres outside +-2048 (24-bit fixed point)",
-        ),
+        ExportFormat("spz", ".spz", 3, "Spark and viewers on nianticlabs/spz (SPZ v3, gzip)", _write_spz),
         ExportFormat("glb", ".glb", 3, "glTF 2.0 viewers with KHR_gaussian_splatting (point cloud elsewhere)", _write_glb),
     )
 }

@@ -10,8 +10,8 @@ The whole file is one gzip stream of a 16-byte little-endian header followed by 
 (each for every Gaussian in turn)::
 
     u32 magic 0x5053474e ("NGSP")  u32 version 3  u32 numPoints
-    u8 shDegree  u8 fractionalBits 12  u8 flags (bit 0: antialiased; 0 here)  u8 reserved 0
-    positions  3 x 24-bit signed fixed point (value * 2^12, rounded), little-endian
+    u8 shDegree  u8 fractionalBits  u8 flags (bit 0: antialiased; 0 here)  u8 reserved 0
+    positions  3 x 24-bit signed fixed point (value * 2^fractionalBits, rounded), little-endian
     alphas     u8  round(sigmoid(opacity) * 255)
     colours    u8  round(f_dc * 0.15 * 255 + 127.5)   (spz's colorScale 0.15, not SH_C0)
     scales     u8  round((log scale + 10) * 16)
@@ -21,6 +21,8 @@ The whole file is one gzip stream of a 16-byte little-endian header followed by 
     sh         u8 per coefficient and channel (coefficient-major, r g b), round(x * 128) + 128
                snapped to 5 significant bits for degree 1 and 4 bits above
 
+``fractionalBits`` is spz's 12 when every centre fits (|x| < 2048), else the most that keep every
+centre in 24 bits (readers scale by the header's value); a centre beyond 2^23 is refused in one line.
 All u8 values are clamped to 0..255. Values are stored in RUB (spz's internal frame): the model's
 RDF Gaussians are turned 180 degrees about x first (:mod:`.axes`), as spz's ``ply_to_spz`` does.
 """
@@ -55,22 +57,33 @@ def _u8(x: np.ndarray) -> np.ndarray:
     return np.clip(_round(x), 0, 255).astype(np.uint8)
 
 
-def fixed_point(means: np.ndarray) -> np.ndarray:
-    """Positions as int64 multiples of 2^-12 (spz's 24-bit fixed point before packing)."""
-    return _round(means.astype(np.float64) * (1 << FRACTIONAL_BITS)).astype(np.int64)
+def fixed_point(means: np.ndarray, bits: int = FRACTIONAL_BITS) -> np.ndarray:
+    """Positions as int64 multiples of 2^-bits (spz's 24-bit fixed point before packing)."""
+    return _round(means.astype(np.float64) * (1 << bits)).astype(np.int64)
 
 
-def spz_in_range(params: Mapping[str, Tensor]) -> Tensor:
-    """``[N]`` bool: centres that fit 24 bits with 12 fractional bits in RUB (-2048 <= x < 2048);
-    others would wrap around."""
-    import torch
+def fractional_bits(means: np.ndarray) -> int:
+    """The most fractional bits, at most spz's 12, that keep every centre ``[N,3]`` (RUB) within
+    24-bit two's complement (-2^23 <= fixed < 2^23): spz's own 12 for a scene within +-2048.
 
-    fixed = fixed_point(params["means"].detach().float().cpu().numpy() * np.array(RDF_TO_RUB, dtype=np.float32))
-    return torch.from_numpy(((fixed >= -_FIXED_MAX) & (fixed < _FIXED_MAX)).all(axis=1))
+    Raises:
+        DataError: a centre does not fit even with 0 fractional bits (its count and extent named).
+    """
+    for bits in range(FRACTIONAL_BITS, -1, -1):
+        fixed = fixed_point(means, bits)
+        if fixed.size == 0 or ((fixed >= -_FIXED_MAX) & (fixed < _FIXED_MAX)).all():
+            return bits
+    from ..errors import DataError
+
+    out = (np.abs(fixed_point(means, 0)) >= _FIXED_MAX).any(axis=1)
+    raise DataError(
+        f"spz: {int(out.sum())} Gaussian centre(s) lie beyond +-{_FIXED_MAX} scene units (largest |coordinate| "
+        f"{float(np.abs(means).max()):.6g}), which 24-bit fixed point cannot hold; export ply instead"
+    )
 
 
-def _positions(means: np.ndarray) -> np.ndarray:
-    fixed = fixed_point(means).astype("<i4")
+def _positions(means: np.ndarray, bits: int) -> np.ndarray:
+    fixed = fixed_point(means, bits).astype("<i4")
     return fixed.view(np.uint8).reshape(-1, 3, 4)[:, :, :3]  # low three bytes, little-endian
 
 
@@ -103,10 +116,11 @@ def spz_bytes(params: Mapping[str, Tensor]) -> bytes:
     p = {k: v.numpy() for k, v in flip_axes(params, RDF_TO_RUB).items()}
     n, num_rest = p["means"].shape[0], p["shN"].shape[1]
     degree = math.isqrt(num_rest + 1) - 1
-    header = struct.pack("<IIIBBBB", SPZ_MAGIC, SPZ_VERSION, n, degree, FRACTIONAL_BITS, 0, 0)
+    bits = fractional_bits(p["means"])
+    header = struct.pack("<IIIBBBB", SPZ_MAGIC, SPZ_VERSION, n, degree, bits, 0, 0)
     alpha = 1 / (1 + np.exp(-p["opacities"].astype(np.float64)))
     blocks = [
-        _positions(p["means"]),
+        _positions(p["means"], bits),
         _u8(alpha * 255),
         _u8(p["sh0"][:, 0].astype(np.float64) * (COLOR_SCALE * 255) + 127.5),
         _u8((p["scales"].astype(np.float64) + 10) * 16),

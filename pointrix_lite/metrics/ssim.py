@@ -127,8 +127,23 @@ def ssim_and_l1(img1: Tensor, img2: Tensor, padding: Literal["valid", "same"] = 
 
     if native_applies(img1, img2, 11):
         return ssim_l1_native(img1, img2, *_native_args(img1, img2, padding, 11, 1.5, 1.0))
+    if padding == "same" and _fused_applies(img1, img2):
+        from ..kernels.ssim import ssim_l1
+
+        taps, c1, c2, _ = _native_args(img1, img2, padding, 11, 1.5, 1.0)
+        return ssim_l1(img1, img2, taps, c1, c2)
     img2 = as_float_image(img2)
     return ssim(img1, img2, padding, backend="torch"), (img1 - img2).abs().mean()
+
+
+def _fused_applies(img1: Tensor, img2: Tensor) -> bool:
+    """The fused Triton kernels take the loss on CUDA (``device_policy.ssim_backend``), with no
+    gradient wanted for the ground truth."""
+    from .. import device_policy
+
+    if img1.device != img2.device or (img2.requires_grad and torch.is_grad_enabled()):
+        return False
+    return device_policy.ssim_backend(img1.device, lambda: False) == "triton"
 
 
 def as_float_image(img: Tensor) -> Tensor:

@@ -8,6 +8,9 @@ what is verified where).
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Callable
 from typing import Optional
 
 from torch import Tensor
@@ -40,3 +43,49 @@ def rasterize_gsplat(
 
 
 rasterization_gsplat = gsplat_call(rasterize_gsplat)
+
+
+def prepare_gsplat(announce: Optional[Callable[[str], object]] = None) -> None:
+    """Load gsplat's CUDA kernels before training, building them first if this machine has no build.
+
+    gsplat compiles its extension on first import (1-2 minutes, cached by torch in
+    ``~/.cache/torch_extensions``); inside the first training step that looked like a hang, since
+    its spinner shows only on a terminal. ``announce`` gets one line before a build, and one after.
+
+    Raises:
+        ConfigError: gsplat's kernels neither load nor build (e.g. no CUDA toolkit for its JIT build).
+    """
+    build_dir = _pending_gsplat_build()
+    if build_dir is not None and announce is not None:
+        jobs = os.environ.get("MAX_JOBS", "10")
+        announce(
+            f"building gsplat's CUDA kernels (first run on this machine, 1-2 minutes with MAX_JOBS={jobs}; "
+            f"cached in {build_dir})"
+        )
+    start = time.perf_counter()
+    try:
+        from gsplat.cuda._backend import _C
+    except Exception as exc:  # a failed nvcc run surfaces as various errors; name the cause in one line
+        raise ConfigError(f"renderer.backend: gsplat's CUDA kernels failed to build: {' '.join(str(exc).split())[:300]}") from None
+    if _C is None:
+        raise ConfigError(
+            "renderer.backend: gsplat's CUDA kernels are not built and no CUDA toolkit (nvcc) was found to build "
+            "them; install one (CUDA_HOME) or a gsplat wheel with prebuilt kernels"
+        )
+    if build_dir is not None and announce is not None:
+        announce(f"built gsplat's CUDA kernels in {time.perf_counter() - start:.0f} s")
+
+
+def _pending_gsplat_build() -> Optional[str]:
+    """The folder gsplat's first import will compile into, or None when it will load a build."""
+    import importlib.util
+    import sys
+
+    if "gsplat.cuda._backend" in sys.modules or importlib.util.find_spec("gsplat.csrc") is not None:
+        return None
+    try:
+        from torch.utils.cpp_extension import _get_build_directory  # what gsplat itself calls
+    except ImportError:  # pragma: no cover - a torch without it: say nothing rather than guess
+        return None
+    build_dir = _get_build_directory("gsplat_cuda", verbose=False)
+    return None if os.path.exists(os.path.join(build_dir, "gsplat_cuda.so")) else build_dir

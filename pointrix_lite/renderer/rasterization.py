@@ -70,10 +70,17 @@ def _resolve_backend(backend: str, means: Tensor) -> str:
         return chosen
     if not _warned_torch_fallback:
         _warned_torch_fallback = True
-        warnings.warn(
-            "pointrix_lite: native rasterizer unavailable, using the slow pure-torch backend", RuntimeWarning, stacklevel=3
-        )
+        from .native import FALLBACK_LINE, unavailable_reason
+
+        warnings.warn(f"pointrix_lite: native rasterizer unavailable ({unavailable_reason()}); {FALLBACK_LINE}",
+                      RuntimeWarning, stacklevel=3)  # fmt: skip
     return "torch"
+
+
+def fallback_announced() -> None:
+    """The trainer said it in its own line (``GaussianRenderer.prepare``): no warning on top of it."""
+    global _warned_torch_fallback
+    _warned_torch_fallback = True
 
 
 def rasterization(

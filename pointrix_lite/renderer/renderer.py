@@ -28,10 +28,17 @@ class RenderOutput(dict):
         raise KeyError(key)
 
 
+def _to_device(t: Tensor, device: torch.device, dtype: torch.dtype) -> Tensor:
+    """``t`` on ``device`` without waiting for the GPU: a blocking host-to-device copy synchronises
+    the stream, so the CPU could not queue the next step's kernels while this one's run. A small
+    pageable tensor is staged by the driver at once, so the host tensor may be freed after the call."""
+    return t.to(dtype=dtype).to(device, non_blocking=True)
+
+
 def _camera_matrices(cameras: Sequence[Any], device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
     """``viewmats [C,4,4]`` and ``Ks [C,3,3]`` of the cameras, on ``device`` in ``dtype``."""
-    viewmats = torch.stack([torch.as_tensor(c.viewmat) for c in cameras]).to(device=device, dtype=dtype)
-    Ks = torch.stack([torch.as_tensor(c.K) for c in cameras]).to(device=device, dtype=dtype)
+    viewmats = _to_device(torch.stack([torch.as_tensor(c.viewmat) for c in cameras]), device, dtype)
+    Ks = _to_device(torch.stack([torch.as_tensor(c.K) for c in cameras]), device, dtype)
     return viewmats, Ks
 
 
@@ -73,13 +80,29 @@ class GaussianRenderer:
         self.config = config or GaussianRenderer.Config()
 
     def prepare(self, device: Union[str, torch.device], announce: Optional[Callable[[str], object]] = None) -> None:
-        """Build or load, before training, what rendering on ``device`` will need: the native
-        CPU extension for backend auto/native (its first build takes about a minute and would
-        otherwise land in the first step). ``announce`` gets one line only if it compiles."""
+        """Build or load, before training, what rendering on ``device`` will need, so that no first
+        step hides a compile: the native CPU extension for backend auto/native on the CPU (about a
+        minute on its first build); gsplat's CUDA kernels for auto/gsplat on CUDA (1-2 minutes on
+        their first build) and the Triton kernels of the CUDA step (``kernels/``). ``announce`` gets
+        a line for each thing that compiles; what only the other device needs is not touched."""
         if self.config.backend in ("auto", "native") and device_policy.native_kernels_run_on(device):
             from . import native
+            from .rasterization import fallback_announced
 
-            native.prepare(announce)
+            if not native.prepare(announce):
+                native.check_usable(self.config.backend)  # asked for it: a one-line error, no slow fallback
+                if announce is not None:
+                    announce(native.FALLBACK_LINE)
+                fallback_announced()
+        # The device itself, not gsplat_runs_on: tests/renderer/gsplat_on_cpu.py runs gsplat's path on
+        # CPU tensors with its CUDA entry points replaced, where there is nothing to build.
+        if self.config.backend in ("auto", "gsplat") and torch.device(device).type == "cuda":
+            from .gsplat_backend import prepare_gsplat
+
+            prepare_gsplat(announce)
+        from .. import kernels
+
+        kernels.warm_up(torch.device(device), announce)
 
     def __call__(
         self, model: Any, cameras: Sequence[Any], background: Union[Sequence[float], Tensor], depth: bool = True
@@ -104,7 +127,7 @@ class GaussianRenderer:
         means = params["means"]
         device, dtype = means.device, means.dtype
         viewmats, Ks = _camera_matrices(cameras, device, dtype)
-        bg = torch.as_tensor(background, dtype=dtype, device=device).reshape(1, 3).expand(len(cameras), 3)
+        bg = _to_device(torch.as_tensor(background), device, dtype).reshape(1, 3).expand(len(cameras), 3)
         cfg = self.config
         colors, alphas, meta = rasterization(
             means, params["quats"], params["scales"], params["opacities"], params["colors"],

@@ -121,6 +121,8 @@ def accumulate_error_scores(
                 raise RuntimeError(f"{key} statistics cover {current.shape[0]} Gaussians, the model has {n}")
             current = torch.zeros(n, device=value.device)
         state[key] = current.to(value.device) + value
+    if not distributed.is_distributed():
+        return len(views)  # no read-back: on a GPU it would wait for the step's kernels
     count = torch.tensor([float(len(views))], device=hits.device)
     distributed.all_reduce_sum_(count)
     return int(count.item())

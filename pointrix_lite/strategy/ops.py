@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .. import device_policy
+
 Params = MutableMapping[str, nn.Parameter]
 RunningState = MutableMapping[str, "Tensor | None"]
 
@@ -295,10 +297,18 @@ def inject_noise_to_position(params: Params, scaler: float) -> None:
     """MCMC exploration noise: ``means += Sigma @ eps * sigmoid(100 (1 - o - 0.995)) * scaler``.
 
     The gate is ~1 only for nearly transparent Gaussians, so opaque ones barely move; the noise
-    follows each Gaussian's covariance so it moves along its own extent.
+    follows each Gaussian's covariance so it moves along its own extent. On CUDA one Triton kernel
+    (``kernels/mcmc_noise.py``) computes the same from the same ``eps``.
     """
+    means = params["means"]
+    eps = torch.randn_like(means)
+    if device_policy.position_noise_kernel(means.device):
+        from ..kernels.mcmc_noise import add_position_noise
+
+        add_position_noise(means, params["quats"], params["scales"], params["opacities"], eps, scaler)
+        return
     opacities = torch.sigmoid(params["opacities"].flatten())
     covars = covariance(params["quats"], torch.exp(params["scales"]))
     gate = torch.sigmoid(100.0 * ((1.0 - opacities) - 0.995))
-    noise = torch.randn_like(params["means"]) * gate[:, None] * scaler
-    params["means"].add_(torch.einsum("bij,bj->bi", covars, noise))
+    noise = eps * gate[:, None] * scaler
+    means.add_(torch.einsum("bij,bj->bi", covars, noise))

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
 import numpy as np
 import pytest
 
-from pointrix_lite.data.images import downscale, load_all
+from pointrix_lite.data.images import LOAD_THREADS, downscale, load_all
 from pointrix_lite.errors import DataError
 
 
@@ -34,6 +35,11 @@ def test_load_all_keeps_the_order_and_advances_once_per_item():
 
     assert load_all(list(range(20)), load, lambda: ticks.append(1)) == [i * i for i in range(20)]
     assert len(ticks) == 20
+    workers = min(LOAD_THREADS, os.cpu_count() or 1, 20)
+    if workers > 1:  # loaded on the pool's threads, all of them, and not on the caller's
+        assert threading.get_ident() not in threads and len(threads) == workers, (threads, workers)
+    else:
+        assert threads == {threading.get_ident()}
 
 
 def test_load_all_raises_the_first_failure_by_position():

@@ -66,3 +66,61 @@ def test_bad_scale_values_are_one_line_errors(tmp_path):
         _colmap(tmp_path, scale="half")
     with pytest.raises(ConfigError, match="dataset.scale: must be positive or auto, got -1"):
         _colmap(tmp_path, scale=-1)  # refused by the dataset's Config, before any image is read
+
+
+@pytest.mark.parametrize(
+    ("size", "factor"),
+    [((160, 160), 1), ((1600, 1200), 1), ((1536, 1024), 1), ((1920, 1080), 1.2), ((1080, 1920), 1.2), ((4000, 3000), 2.5)],
+)
+def test_cuda_rule_is_inrias_long_side_cap(size, factor):
+    """On CUDA: full size up to 1600 px on the long side, else long side / 1600 (INRIA); the CPU's
+    pixel budget does not apply there, and any other device keeps the CPU rule."""
+    assert auto_scale(*size, device="cuda") == pytest.approx(factor)
+    assert auto_scale(*size, device="cuda:1") == pytest.approx(factor)
+    assert auto_scale(*size, device="mps") == auto_scale(*size)
+    long_side = max(round(size[0] / factor), round(size[1] / factor))
+    assert long_side == min(max(size), LONG_SIDE_CAP)
+
+
+def test_the_dataset_applies_the_rule_of_the_training_device(tmp_path, capsys):
+    make_pycolmap_scene(tmp_path, n=3, size=(2000, 1000), params=[900.0, 910.0, 1000.0, 500.0])
+    cfg = {"type": "ColmapDataset", "data_path": str(tmp_path), "scale": "auto", "test_every": 100}
+    gpu = DATASETS.build(cfg, "dataset", device="cuda")
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("dataset.scale: auto -> 1.25: training at 1600x800") and "INRIA's rule for a GPU" in line
+    cam = gpu.train_views[0].camera
+    assert (cam.width, cam.height, cam.fx, cam.cx) == (1600, 800, 720.0, 800.0)
+    assert gpu.train_views[0].image.shape == (800, 1600, 3)
+    cpu = DATASETS.build(cfg, "dataset")  # the default is the CPU's rule: 2000x1000 -> 1/4 (0.125 MP)
+    assert cpu.train_views[0].camera.width == 500 and "sized for a CPU" in capsys.readouterr().out
+
+
+def test_the_trainer_passes_its_device_to_the_dataset(monkeypatch):
+    from pointrix_lite.engine.trainer import _dataset_kw
+
+    assert _dataset_kw({"type": "ColmapDataset"}, torch.device("cuda")) == {"device": "cuda"}
+
+    @DATASETS.register("NoDeviceDataset")
+    class NoDevice:  # a custom dataset written before the keyword existed
+        def __init__(self, config=None) -> None:
+            pass
+
+    try:
+        assert _dataset_kw({"type": "NoDeviceDataset"}, torch.device("cuda")) == {}
+    finally:
+        DATASETS._table.pop("NoDeviceDataset")
+
+
+def test_a_scale_below_one_needs_upsample_and_a_factor_must_leave_16_px(tmp_path):
+    """Issue 47: a factor that cannot mean what it says is refused before any image is read."""
+    make_pycolmap_scene(tmp_path, n=2, size=(200, 100))
+    with pytest.raises(ConfigError, match=r"^dataset.scale: 0.25 would upsample the images 4x .*dataset.upsample=true"):
+        _colmap(tmp_path, scale=0.25)
+    up = _colmap(tmp_path, scale=0.5, upsample=True, test_every=100)  # asked for: trains at twice the size
+    assert (up.train_views[0].camera.width, up.train_views[0].image.shape) == (400, (200, 400, 3))
+    with pytest.raises(ConfigError, match=r"^dataset.scale: 8 leaves 25x12 px of the 200x100 images, fewer than 16 on a side; at most 6 keeps 16$"):
+        _colmap(tmp_path, scale=8)
+    assert _colmap(tmp_path, scale=6, test_every=100).train_views[0].camera.height == 17  # 16 px or more is fine
+    small = tmp_path / "small"  # images below 16 px already: the factor is not what makes them small
+    make_pycolmap_scene(small, n=2, size=(8, 6))
+    assert _colmap(small, scale=2, test_every=100).train_views[0].camera.width == 4

@@ -66,9 +66,17 @@ def test_the_walls_frame_is_found_in_any_frame_and_a_turned_box_does_not_pull_it
     assert share == pytest.approx(share0, abs=0.02) and 0.7 < share < 0.95  # the box's faces are outliers
 
 
-def test_too_few_points_leave_the_frame_alone() -> None:
+def test_too_few_points_leave_the_frame_alone(capsys) -> None:
     R, share = manhattan_rotation(np.zeros((3, 3)))
     assert np.array_equal(R, np.eye(3)) and np.isnan(share)
+    from pointrix_lite.data.orientation import orient_to_axes
+    from pointrix_lite.data.pointcloud import PointCloud
+
+    cloud = PointCloud.from_numpy(np.ones((3, 3)), np.zeros((3, 3)))
+    turned, R = orient_to_axes([], cloud)
+    line = capsys.readouterr().out.strip()
+    assert turned is cloud and np.array_equal(R, np.eye(3))
+    assert line == "orientation: not turned: the point cloud has 3 point(s), fewer than the 4 needed to find its surfaces"
 
 
 def test_a_turned_scene_projects_every_point_to_the_same_pixel() -> None:

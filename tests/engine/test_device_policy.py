@@ -42,10 +42,15 @@ def test_auto_backend_sends_non_cpu_tensors_past_the_native_extension(monkeypatc
     assert entry._resolve_backend("native", means) == "native"  # an explicit choice is kept
 
 
-def test_ssim_backend_by_device() -> None:
-    assert policy.ssim_backend(CUDA, lambda: True) == "torch"
+def test_ssim_backend_by_device(monkeypatch) -> None:
+    assert policy.ssim_backend(CUDA, lambda: True) == "triton"  # the fused kernels (kernels/ssim.py)
     assert policy.ssim_backend(CPU, lambda: True) == "native"
     assert policy.ssim_backend(CPU, lambda: False) == "torch"  # a loss never starts a compile
+    assert policy.ssim_backend(MPS, lambda: True) == "torch"
+    assert policy.position_noise_kernel(CUDA) and not policy.position_noise_kernel(CPU)
+    monkeypatch.setattr(policy.kernels, "available", lambda: False)  # a CUDA torch without triton
+    assert policy.ssim_backend(CUDA, lambda: True) == "torch"
+    assert not policy.position_noise_kernel(CUDA)
 
 
 def test_ssim_auto_takes_the_policys_choice(monkeypatch) -> None:
@@ -63,8 +68,9 @@ def test_ssim_auto_takes_the_policys_choice(monkeypatch) -> None:
 
 def test_fused_adam_by_device() -> None:
     assert policy.fused_adam([CPU, "cpu"]) is True
-    assert policy.fused_adam([CUDA]) is None  # torch's default there (foreach)
+    assert policy.fused_adam([CUDA, "cuda:0"]) is True  # one pass per tensor instead of one per op
     assert policy.fused_adam([CPU, CUDA]) is None
+    assert policy.fused_adam([MPS]) is None
     from pointrix_lite.model.optimizer import build_adam
 
     params = {"means": torch.nn.Parameter(torch.zeros(3, 3)), "scales": torch.nn.Parameter(torch.zeros(3, 3))}

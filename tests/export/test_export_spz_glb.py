@@ -85,20 +85,31 @@ def test_spz_decodes_to_the_model(tmp_path, sh_degree):
         assert err[:, :3].max() > 3 / 128  # the 5-bit buckets are really used
 
 
-def test_spz_filters_sh_cut_and_range_cut(tmp_path):
+def test_spz_cuts_sh_and_keeps_every_centre_with_fewer_fractional_bits(tmp_path):
     params = separable_params(400, sh_degree=4, seed=3)  # degree 4 is cut to 3
-    params["means"][0, 0] = 2048.0  # x * 2^12 = 2^23: does not fit 24-bit two's complement
-    params["means"][1, 1] = 2048.0  # y is flipped for RUB: -2^23 does fit
+    params["means"][0, 0] = 2048.0  # x * 2^12 = 2^23: does not fit 24-bit two's complement at 12 bits
     params["opacities"][:2] = 5.0
     report = export_gaussians(params, get_format("spz"), tmp_path / "m.spz", Selection(min_opacity=0.5))
     kept = (torch.sigmoid(params["opacities"]) >= 0.5).numpy()
-    kept[0] = False
     d = read_spz(tmp_path / "m.spz")
     assert report.sh_degree == d["header"]["degree"] == 3
-    assert report.num_out == d["header"]["n"] == kept.sum() < 399
-    assert report.removed[-1] == ("spz drops centres outside +-2048 (24-bit fixed point)", 1)
-    assert np.abs(d["means"] - params["means"].double().numpy()[kept] * RUB).max() <= 2.0**-13 + EPS
-    assert d["means"][0, 1] == -2048.0
+    assert report.num_out == d["header"]["n"] == kept.sum() < 400 and kept[0]  # nothing dropped for its position
+    assert d["header"]["frac"] == 11  # one bit less: +-4096 fits
+    assert np.abs(d["means"] - params["means"].double().numpy()[kept] * RUB).max() <= 2.0**-12 + EPS
+    assert d["means"][0, 0] == 2048.0
+    params["means"][0, 0] = 100.0  # within +-2048 again: spz's own 12 bits
+    export_gaussians(params, get_format("spz"), tmp_path / "n.spz")
+    assert read_spz(tmp_path / "n.spz")["header"]["frac"] == 12
+
+
+def test_spz_refuses_centres_beyond_24_bits_naming_count_and_extent(tmp_path):
+    from pointrix_lite.errors import DataError
+
+    params = separable_params(10, sh_degree=0, seed=4)
+    params["means"][3, 2] = -9.0e6  # beyond 2^23 even with no fractional bit
+    with pytest.raises(DataError, match=r"^spz: 1 Gaussian centre\(s\) lie beyond \+-8388608 scene units \(largest \|coordinate\| 9e\+06\)"):
+        export_gaussians(params, get_format("spz"), tmp_path / "far.spz")
+    assert not (tmp_path / "far.spz").exists()  # nothing half-written
 
 
 # ------------------------------------------------------------------ glTF

@@ -51,6 +51,21 @@ def test_ply_with_data_renders_and_scores(trained_run, tmp_path):
     )
 
 
+def test_ply_renders_at_the_scale_its_run_trained_at(trained_run, tmp_path):
+    """Without --scale, a PLY in an experiment folder is rendered at that run's dataset.scale (SCALE here),
+    read from the config.yaml beside it: the same views, so the same metrics as the run's test."""
+    out = tmp_path / "ply_default_scale"
+    ply = trained_run.exp_dir / "point_cloud.ply"
+    assert render_main(["--ply", str(ply), "--data", str(DEMO_DATA), "--out", str(out)]) == 0
+    _same_metrics(trained_run.metrics, json.loads((out / "metrics.json").read_text()), 1e-6)
+    alone = tmp_path / "alone" / "model.ply"  # no config.yaml beside it: full size unless asked
+    alone.parent.mkdir()
+    alone.write_bytes(ply.read_bytes())
+    for name, extra in (("full", []), ("auto", ["--scale", "auto"])):  # auto: 160x160 fits the CPU's budget
+        assert render_main(["--ply", str(alone), "--data", str(DEMO_DATA), "--out", str(tmp_path / name), *extra]) == 0
+        assert imageio.imread(next((tmp_path / name / "renders" / "test" / "render").glob("*.png"))).shape[0] == 160
+
+
 def test_orbit_trajectory_writes_frames_and_video(trained_run, tmp_path):
     out = tmp_path / "orbit"
     args = ["--exp-dir", str(trained_run.exp_dir), "--out", str(out), "--trajectory", "orbit", "--frames", "12"]
@@ -102,6 +117,8 @@ def test_mp4_without_imageio_ffmpeg_is_one_line_before_any_frame(trained_run, tm
         (["--exp-dir", "{exp}", "--frames", "0", "--trajectory", "orbit"], "--frames"),
         (["--exp-dir", "{exp}", "--data", str(DEMO_DATA)], "go with --ply"),
         (["--trajectory", "orbit"], "one of the arguments --exp-dir --ply is required"),
+        (["--ply", "{ply}", "--data", str(DEMO_DATA), "--scale", "0"], "--scale: must be positive, got 0"),
+        (["--ply", "{ply}", "--data", str(DEMO_DATA), "--scale", "half"], "--scale: expected a number or auto, got 'half'"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(trained_run, tmp_path, capsys, args, message):

@@ -112,3 +112,22 @@ def test_checkpoint_carries_training_time(trained_run):
     # so it must already hold the time trained so far, not the time at the start of the run.
     ckpt = torch.load(trained_run.exp_dir / "checkpoints" / f"step_{MAX_STEPS:06d}.pth", weights_only=True)
     assert 0.0 < ckpt["train_seconds"] <= trained_run.metrics["train_seconds"]
+
+
+def test_config_yaml_keeps_the_factor_auto_chose(tmp_path):
+    """scale: auto is resolved by the training device; config.yaml stores the factor, so a resumed run
+    and render.py load the views at the size this run trained at, whatever device they run on."""
+    import io
+    from contextlib import redirect_stdout
+
+    import yaml
+
+    from pointrix_lite.cli.train import main as train_main
+
+    exp = tmp_path / "exp"
+    with redirect_stdout(io.StringIO()):
+        code = train_main(["--config", str(REPO / "configs" / "demo.yaml"), *demo_overrides(exp),
+                           "dataset.scale=auto", "trainer.max_steps=2", "save_ckpt_after_iter=0"])  # fmt: skip
+    assert code == 0
+    saved = yaml.safe_load((exp / "config.yaml").read_text())["dataset"]["scale"]
+    assert saved == 1.0  # the demo's 160x160 fits the CPU's budget

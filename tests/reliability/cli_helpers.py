@@ -26,9 +26,9 @@ def train_cmd(*args: str) -> list[str]:
     return [sys.executable, str(TRAIN), *args]
 
 
-def run_train(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    """``python scripts/train.py ARGS`` from the repository root; output captured as text."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def run_train(*args: str, timeout: float = 180, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python scripts/train.py ARGS`` from the repository root (``env``: extra variables); output captured as text."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     return subprocess.run(train_cmd(*args), capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
 
 

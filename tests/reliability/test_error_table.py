@@ -19,11 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import torch
 
 from pointrix_lite.data.pointcloud import PointCloud, write_ply_points
 from pointrix_lite.engine.experiment import load_experiment
 from pointrix_lite.engine.trainer import DefaultTrainer
+from pointrix_lite.renderer.native._build import ARCH_ENV
+from pointrix_lite.renderer.native.cpu_check import cpu_flags, target_flags
 
 from .cli_helpers import FAULT_PLUGIN, REPO, run_train, write_config
 from .scene import real_raw_config
@@ -61,6 +62,7 @@ class Case:
         self.raw = real_raw_config(root / "out", scene, "torch", max_steps=2)
         self.raw["hooks"][1]["interval"] = 1
         self.must_not_exist: Path | None = None  # a side effect that must not happen
+        self.env: dict[str, str] = {}  # environment variables of the run
 
     def config(self, **top) -> str:
         return str(write_config(self.root / "run.yaml", {**self.raw, **top}))
@@ -130,6 +132,34 @@ def _unknown_registry_name(c: Case) -> list[str]:
 
 def _out_of_range_value(c: Case) -> list[str]:
     return ["--config", c.config(), "model.sh_degree=5"]
+
+
+def _upsampling_scale(c: Case) -> list[str]:
+    return ["--config", c.config(), "dataset.scale=0.25"]
+
+
+def _scale_too_small(c: Case) -> list[str]:
+    return ["--config", c.config(), "dataset.scale=100"]
+
+
+def _native_arch(c: Case, arch: str) -> list[str]:
+    c.env[ARCH_ENV] = arch
+    c.raw["renderer"] = {"type": "GaussianRenderer", "backend": "auto"}  # asked for by the variable, even under auto
+    c.must_not_exist = c.root / "out" / "checkpoints"  # refused before the first step
+    return ["--config", c.config()]
+
+
+def _native_arch_rejected(c: Case) -> list[str]:
+    return _native_arch(c, "no-such-cpu")
+
+
+def _native_arch_lacking(c: Case) -> list[str]:
+    # Every CPU lacks one of these: AMX (Sapphire Rapids) is Intel's alone, AVX512-VP2INTERSECT (Tiger Lake)
+    # is absent from Sapphire/Granite Rapids.
+    have = cpu_flags()
+    lacking = [a for a in ("sapphirerapids", "tigerlake") if not set(target_flags(a)) <= have]
+    assert lacking, "this CPU has every flag of both targets"
+    return _native_arch(c, lacking[0])
 
 
 def _cuda_without_cuda(c: Case) -> list[str]:
@@ -237,6 +267,10 @@ SETUPS: dict[str, Callable[[Case], list[str]]] = {
     "resume-other-config": _resume_other_config,
     "unwritable-output-dir": _unwritable_output_dir,
     "out-of-range-value": _out_of_range_value,
+    "upsampling-scale": _upsampling_scale,
+    "native-arch-rejected": _native_arch_rejected,
+    "native-arch-lacking": _native_arch_lacking,
+    "scale-too-small": _scale_too_small,
     "cuda-without-cuda": _cuda_without_cuda,
     "gsplat-on-cpu": _gsplat_on_cpu,
     "plugin-duplicate-name": _plugin_duplicate_name,
@@ -267,7 +301,7 @@ def outcomes(tmp_path_factory, tiny_scene) -> dict[str, tuple[subprocess.Complet
         cases[rid] = (setup(case), case)
 
     with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {rid: pool.submit(run_train, *args) for rid, (args, _) in cases.items()}
+        futures = {rid: pool.submit(run_train, *args, env=case.env) for rid, (args, case) in cases.items()}
         return {rid: (f.result(), cases[rid][1]) for rid, f in futures.items()}
 
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import platform
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from pointrix_lite.renderer.native import _build
+from pointrix_lite.renderer.native.cpu_check import cpu_flags
 
 ENV = "POINTRIX_TEST_NATIVE_VARIANTS"
 # -march level -> CPU flags (/proc/cpuinfo) it needs
@@ -25,16 +25,6 @@ _X86_LEVELS = {
     "x86-64-v2": {"sse4_2", "popcnt", "ssse3"},
     "x86-64-v3": {"avx2", "fma", "bmi2", "f16c", "movbe"},
 }
-
-
-def _cpu_flags() -> set[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 def runnable_variants() -> list[str]:
@@ -46,7 +36,7 @@ def runnable_variants() -> list[str]:
     """
     out = ["native", "scalar"]
     if platform.machine() in ("x86_64", "AMD64"):
-        flags = _cpu_flags()
+        flags = cpu_flags()
         levels = [level for level, need in _X86_LEVELS.items() if need <= flags]
         runnable = out + levels
         out += levels if "avx512f" in flags else levels[:-1]  # the highest runnable level is native's own

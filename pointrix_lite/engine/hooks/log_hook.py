@@ -62,12 +62,35 @@ class LogHook(Hook):
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
-        self.ema_loss: float | None = None
+        # A float, or on a GPU a tensor there: the EMA is updated on the device and read back only
+        # when shown (reading every step would make the CPU wait for each step's kernels).
+        self._ema: float | torch.Tensor | None = None
+        self._bar_info = ("", "")  # (speed, info) last shown on a GPU run's bar
+        self._bar_time = 0.0
         self._progress: Progress | None = None
         self._task: Any = None
         self._start_time = 0.0
         self._start_step = 0
         self._console: Console | None = None
+
+    @property
+    def ema_loss(self) -> float | None:
+        """The smoothed training loss shown in the bar."""
+        return float(self._ema) if isinstance(self._ema, torch.Tensor) else self._ema
+
+    @ema_loss.setter
+    def ema_loss(self, value: float | None) -> None:
+        self._ema = value
+
+    def _update_ema(self, loss: Any) -> None:
+        a = self.config.ema
+        if isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.device.type != "cpu":
+            value = loss.detach().float().reshape(())
+            self._ema = value if self._ema is None else a * self._ema + (1 - a) * value
+            return
+        value = _float(loss)
+        if value is not None:
+            self._ema = value if self._ema is None else a * float(self._ema) + (1 - a) * value
 
     @property
     def console(self) -> Console:
@@ -106,7 +129,8 @@ class LogHook(Hook):
         elapsed = time.perf_counter() - self._start_time
         rate = done / elapsed if elapsed > 0 else 0.0
         eta = (t.cfg.trainer.max_steps - t.global_step) / rate if rate > 0 else 0.0
-        parts = [f"loss {self.ema_loss:.4g}" if self.ema_loss is not None else ""]
+        ema = self.ema_loss
+        parts = [f"loss {ema:.4g}" if ema is not None else ""]
         n = getattr(t.model, "num_gaussians", None)
         if n is not None:
             parts.append(f"GS {int(n)}")
@@ -125,15 +149,17 @@ class LogHook(Hook):
 
     def after_train_iter(self, batch_idx: int, batch: list) -> None:
         t = self.trainer
-        loss = _float(t.loss_dict.get("loss"))
-        if loss is not None:
-            a = self.config.ema
-            self.ema_loss = loss if self.ema_loss is None else a * self.ema_loss + (1 - a) * loss
+        self._update_ema(t.loss_dict.get("loss"))
         at_interval = self.config.interval > 0 and t.global_step % self.config.interval == 0
         if at_interval:
             self._write_train_scalars()
         if self._progress is not None:
-            speed, _, info = self._summary()
+            now = time.perf_counter()
+            # On a GPU the loss is read for the bar twice a second, not every step (each read waits).
+            if not isinstance(self._ema, torch.Tensor) or now - self._bar_time >= 0.5 or at_interval:
+                speed, _, info = self._summary()
+                self._bar_info, self._bar_time = (speed, info), now
+            speed, info = self._bar_info
             self._progress.update(self._task, completed=t.global_step, speed=speed, info=info)
         elif at_interval and t.is_main_process:
             speed, eta, info = self._summary()

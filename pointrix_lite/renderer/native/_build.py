@@ -104,10 +104,59 @@ def arch_flags(arch: str) -> list[str]:
     return ["-DPLR_SCALAR"] if arch == "scalar" else [f"-march={arch}"]
 
 
-def arch_module_name(src_dir: Path, arch: str) -> str:
-    # no CPU tag: an explicit target does not depend on the build machine's CPU
+def arch_module_name(src_dir: Path, arch: str, needed: tuple[str, ...] = ()) -> str:
+    # No CPU tag: an explicit target does not depend on the build machine's CPU. The flags it needs
+    # (cpu_check.target_flags) are in the name, so a cache shared by unlike nodes keys what it serves
+    # by what that code may execute, and each node checks them before loading.
     tag = re.sub(r"[^A-Za-z0-9]", "_", arch)
+    if needed:
+        tag += "_" + hashlib.sha1(" ".join(needed).encode()).hexdigest()[:6]
     return f"pointrix_lite_native_{_source_tag(src_dir)}_{tag}"
+
+
+def _compiler_version() -> str:
+    """The first line of ``$CXX --version`` (what a remembered failure is valid for)."""
+    import subprocess
+
+    from .cpu_check import compiler
+
+    try:
+        out = subprocess.run([compiler(), "--version"], capture_output=True, text=True, timeout=30)
+        return (out.stdout.strip().splitlines() or [""])[0]
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def _failure_file(name: str) -> Path:
+    return Path(_cpp_extension()._get_build_directory(name, False)) / "build_failed.txt"
+
+
+def _remembered_failure(name: str) -> Optional[str]:
+    """The reason a build of ``name`` failed before with this compiler (sources changing change the
+    name), so a run does not spend a minute compiling what is known to fail; None otherwise."""
+    try:
+        compiler_line, reason = _failure_file(name).read_text().split("\n", 1)
+    except (OSError, ValueError):
+        return None
+    if compiler_line != _compiler_version():
+        return None
+    return f"{reason.strip()} (remembered from an earlier run with this compiler; delete {_failure_file(name)} to retry)"
+
+
+def _forget_failure(name: str) -> None:
+    try:
+        _failure_file(name).unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def _remember_failure(name: str, reason: str) -> None:
+    try:
+        path = _failure_file(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{_compiler_version()}\n{reason}\n")
+    except OSError:
+        pass
 
 
 def _cpp_extension() -> ModuleType:
@@ -133,7 +182,12 @@ def build_pending() -> bool:
     try:
         src_dir = Path(__file__).resolve().parent
         arch = requested_arch()
-        name = _module_name(src_dir, 0) if arch is None else arch_module_name(src_dir, arch)
+        if arch is None:
+            name = _module_name(src_dir, 0)
+        else:
+            from .cpu_check import target_flags
+
+            name = arch_module_name(src_dir, arch, target_flags(arch))
         # torch's own rule for the folder (TORCH_EXTENSIONS_DIR, else a per-python/accelerator
         # folder under ~/.cache/torch_extensions); private, hence the broad except below
         library = Path(_cpp_extension()._get_build_directory(name, False)) / f"{name}.so"
@@ -178,16 +232,32 @@ def load_variant(arch: str) -> "ModuleType | str":
     with _lock:
         if arch in _variants:
             return _variants[arch]
-        if not _ARCH_RE.fullmatch(arch):
-            result: "ModuleType | str" = f"{ARCH_ENV}={arch!r}: expected native, scalar or a -march value"
-        else:
-            src_dir = Path(__file__).resolve().parent
-            try:
-                result = _load(_cpp_extension().load, arch_module_name(src_dir, arch), arch_flags(arch), src_dir)
-            except Exception as exc:  # compiler missing, -march unknown to it, ...
-                result = f"{ARCH_ENV}={arch}: could not build the native rasterizer: {_short(exc)}"
-        _variants[arch] = result
-        return result
+        _variants[arch] = _build_variant(arch)
+        return _variants[arch]
+
+
+def _build_variant(arch: str) -> "ModuleType | str":
+    if not _ARCH_RE.fullmatch(arch):
+        return f"{ARCH_ENV}={arch!r}: expected native, scalar or a -march value"
+    from .cpu_check import check_target
+
+    try:
+        needed = check_target(arch)  # before anything is built or loaded: a missing flag would be SIGILL
+    except ValueError as exc:
+        return str(exc)
+    src_dir = Path(__file__).resolve().parent
+    name = arch_module_name(src_dir, arch, needed)
+    remembered = _remembered_failure(name)
+    if remembered is not None:
+        return remembered
+    try:
+        module = _load(_cpp_extension().load, name, arch_flags(arch), src_dir)
+        _forget_failure(name)
+        return module
+    except Exception as exc:  # compiler missing, -march unknown to it, ...
+        reason = f"{ARCH_ENV}={arch}: could not build the native rasterizer: {_short(exc)}"
+        _remember_failure(name, reason)
+        return reason
 
 
 def load_extension() -> Optional[ModuleType]:
@@ -219,15 +289,22 @@ def load_extension() -> Optional[ModuleType]:
             _default = _module
             return _module
         src_dir = Path(__file__).resolve().parent
+        first = _module_name(src_dir, 0)
+        remembered = _remembered_failure(first)  # every attempt failed last time, with this compiler
+        if remembered is not None:
+            _error = remembered
+            return None
         errors = []
         for level, (cflags, _ldflags) in enumerate(_ATTEMPTS):
             try:
                 _module = _default = _load(load, _module_name(src_dir, level), cflags, src_dir)
                 _error = None
+                _forget_failure(first)
                 return _module
             except Exception as exc:  # compiler missing, flags unsupported, ...
                 errors.append(_short(exc))
         _error = "could not build the native rasterizer: " + " | ".join(errors)
+        _remember_failure(first, _error)
         return None
 
 

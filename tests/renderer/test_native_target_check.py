@@ -1,0 +1,105 @@
+"""Issue 47: an explicit native target is checked against the CPU before it is built or loaded, a
+failed build is remembered, and a run that asked for the extension never falls back silently."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from pointrix_lite.errors import ConfigError
+from pointrix_lite.renderer import native
+from pointrix_lite.renderer.native import _build, cpu_check
+
+needs_compiler = pytest.mark.skipif(shutil.which(cpu_check.compiler()) is None, reason="no C++ compiler")
+AVX2_ONLY = frozenset("fpu sse sse2 pni ssse3 sse4_1 sse4_2 popcnt avx avx2 fma f16c bmi1 bmi2 abm movbe".split())
+
+
+@needs_compiler
+def test_target_flags_come_from_the_compilers_macros() -> None:
+    v3 = cpu_check.target_flags("x86-64-v3") if "x86" in _machine() else ()
+    if v3:
+        assert {"avx", "avx2", "fma", "bmi2", "sse4_2"} <= set(v3) and not any(f.startswith("avx512") for f in v3)
+        assert {"avx512f", "avx512bw", "avx512vl"} <= set(cpu_check.target_flags("x86-64-v4"))
+    assert cpu_check.target_flags("scalar") == ()
+    with pytest.raises(ValueError, match=r"^POINTRIX_NATIVE_ARCH=no-such-cpu: the compiler rejects -march=no-such-cpu: "):
+        cpu_check.target_flags("no-such-cpu")
+
+
+@needs_compiler
+def test_a_target_the_cpu_lacks_is_refused_naming_the_flags(monkeypatch) -> None:
+    if "x86" not in _machine():
+        pytest.skip("x86 targets")
+    monkeypatch.setattr(cpu_check, "cpu_flags", lambda: AVX2_ONLY)  # an AVX2-only node
+    assert cpu_check.check_target("x86-64-v3")  # it has everything v3 may use
+    with pytest.raises(ValueError) as err:
+        cpu_check.check_target("sapphirerapids")  # AMX and AVX512-FP16
+    message = str(err.value)
+    assert message.startswith("POINTRIX_NATIVE_ARCH=sapphirerapids: this CPU lacks ") and "\n" not in message
+    assert "amx_tile" in message and "avx512_fp16" in message and "avx2," not in message
+    assert isinstance(_build._build_variant("sapphirerapids"), str)  # refused before any compile or load
+    monkeypatch.setattr(cpu_check, "cpu_flags", lambda: frozenset())  # a kernel that lists no flags: not checked
+    assert cpu_check.check_target("x86-64-v4")
+
+
+def test_the_module_name_keys_the_flags_a_target_needs(tmp_path) -> None:
+    plain = _build.arch_module_name(_build_dir(), "x86-64-v3")
+    keyed = _build.arch_module_name(_build_dir(), "x86-64-v3", ("avx", "avx2"))
+    assert keyed.startswith(plain + "_") and keyed != _build.arch_module_name(_build_dir(), "x86-64-v3", ("avx",))
+
+
+def test_a_failed_build_is_remembered_until_the_compiler_changes(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu_check, "check_target", lambda arch: ("avx",))
+    compiles: list[str] = []
+
+    def failing_load(load, name, flags, src_dir):
+        compiles.append(name)
+        raise RuntimeError("Error building extension\ncc1plus: error: something broke")
+
+    monkeypatch.setattr(_build, "_load", failing_load)
+    version = ["g++ 12.2"]
+    monkeypatch.setattr(_build, "_compiler_version", lambda: version[0])
+    first = _build._build_variant("x86-64-v3")
+    assert first.startswith("POINTRIX_NATIVE_ARCH=x86-64-v3: could not build the native rasterizer: RuntimeError: cc1plus")
+    again = _build._build_variant("x86-64-v3")  # a later run: no compile, the same reason, and how to retry
+    assert len(compiles) == 1 and again.startswith(first) and "remembered from an earlier run" in again
+    version[0] = "g++ 13.1"  # a new compiler: tried again
+    _build._build_variant("x86-64-v3")
+    assert len(compiles) == 2
+
+
+def test_asking_for_the_extension_is_an_error_and_auto_says_why_it_falls_back(monkeypatch) -> None:
+    import importlib
+
+    from pointrix_lite.renderer.renderer import GaussianRenderer
+
+    entry = importlib.import_module("pointrix_lite.renderer.rasterization")  # the module, not the function
+
+    monkeypatch.setattr(native, "is_available", lambda: False)
+    monkeypatch.setattr(native, "unavailable_reason", lambda: "could not build the native rasterizer: no c++")
+    monkeypatch.setattr(native, "prepare", lambda announce: False)
+    monkeypatch.delenv(_build.ARCH_ENV, raising=False)
+    with pytest.raises(ConfigError, match=r"^renderer.backend: native, but the native rasterizer is unavailable \(could not"):
+        GaussianRenderer(GaussianRenderer.Config(backend="native")).prepare("cpu", announce=print)
+    monkeypatch.setenv(_build.ARCH_ENV, "x86-64-v4")  # a target was asked for: no fallback under auto either
+    with pytest.raises(ConfigError):
+        GaussianRenderer(GaussianRenderer.Config(backend="auto")).prepare("cpu", announce=print)
+    monkeypatch.delenv(_build.ARCH_ENV)
+    monkeypatch.setattr(entry, "_warned_torch_fallback", False)
+    lines: list[str] = []
+    GaussianRenderer(GaussianRenderer.Config(backend="auto")).prepare("cpu", announce=lines.append)
+    assert lines == [native.FALLBACK_LINE] and "30-80x slower" in lines[0] and "apt-get install g++" in lines[0]
+    assert entry._warned_torch_fallback  # said once, in the run's own words: no warning on top
+
+
+def _machine() -> str:
+    import platform
+
+    return platform.machine().replace("_", "-").replace("AMD64", "x86-64").lower()
+
+
+def _build_dir():
+    from pathlib import Path
+
+    return Path(_build.__file__).resolve().parent
