@@ -7,7 +7,7 @@ from typing import Any
 
 from ..config import OptionError
 from ..errors import DataError
-from .cameras import View, scene_extent
+from .cameras import View, scaled_size, scene_extent
 from .pointcloud import PointCloud
 
 WHITE = (1.0, 1.0, 1.0)
@@ -75,7 +75,7 @@ class SceneDataset:
 
             self._scale = float(auto_scale(width, height, self.device))
             console().print(describe(width, height, self._scale, device=self.device), markup=False)
-        w, h = max(1, round(width / self._scale)), max(1, round(height / self._scale))  # Camera.scaled's sizes
+        w, h = scaled_size(width, height, self._scale)
         # The factor's doing only: images that are smaller than that already (test fixtures) load as they are.
         if self._scale > 1 and min(w, h) < MIN_SIDE <= min(width, height):
             raise OptionError(

@@ -64,12 +64,17 @@ class Camera:
         """
         if factor <= 0:
             raise ValueError(f"downscale factor must be positive, got {factor}")
-        new_w = width if width is not None else max(1, round(self.width / factor))
-        new_h = height if height is not None else max(1, round(self.height / factor))
+        new_w, new_h = scaled_size(self.width, self.height, factor)
+        new_w, new_h = width if width is not None else new_w, height if height is not None else new_h
         sx, sy = new_w / self.width, new_h / self.height
         return replace(
             self, fx=self.fx * sx, fy=self.fy * sy, cx=self.cx * sx, cy=self.cy * sy, width=new_w, height=new_h
         )
+
+
+def scaled_size(width: int, height: int, factor: float) -> tuple[int, int]:
+    """The ``(width, height)`` of an image downscaled by ``factor``: each side rounded, at least 1."""
+    return max(1, round(width / factor)), max(1, round(height / factor))
 
 
 @dataclass

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
+from .cameras import scaled_size
+
 PIXEL_BUDGET = 250_000  # pixels per training image: 1080x1920 photos train at 1/4 (270x480)
 LONG_SIDE_CAP = 1600  # INRIA's rule, kept as an upper bound
 FACTORS = (1, 2, 4, 8)  # process.py's images_N (1 = the images themselves)
@@ -50,7 +52,7 @@ def _device_type(device: object) -> str:
 
 def describe(width: int, height: int, s: float, key: str = "dataset.scale", device: str = "cpu") -> str:
     """The one line a run prints about the resolution ``auto`` chose, why, and how to override it."""
-    w, h = max(1, round(width / s)), max(1, round(height / s))  # Camera.scaled's sizes
+    w, h = scaled_size(width, height, s)
     where = "the images' full size" if s == 1 else f"1/{s:g} of the images' {width}x{height}"
     if _device_type(device) == "cuda":
         rule = f"at most {LONG_SIDE_CAP} px on the long side, INRIA's rule for a GPU"
