@@ -31,9 +31,13 @@ def available() -> bool:
     return True
 
 
+_failed: str | None = None  # why the kernels did not compile on this machine (warm_up), if they did not
+
+
 def runs_on(device: torch.device) -> bool:
-    """Whether the compiled kernels take tensors on ``device``: CUDA, with triton present."""
-    return device.type == "cuda" and available()
+    """Whether the compiled kernels take tensors on ``device``: CUDA, with triton present and the
+    kernels compiling there."""
+    return device.type == "cuda" and available() and _failed is None
 
 
 _JITTED: dict[Callable, Any] = {}
@@ -69,16 +73,24 @@ def warm_up(device: torch.device, announce: Callable[[str], object] | None = Non
     from .mcmc_noise import add_position_noise
     from .ssim import ssim_l1
 
+    global _failed
     start = time.perf_counter()
-    x = torch.rand(1, 16, 16, 3, device=device, requires_grad=True)
-    taps = torch.full((11,), 1.0 / 11.0)
-    # the photos as views store them (uint8) and downscaled ones (float block means), with a gradient
-    for y in (torch.zeros(1, 16, 16, 3, device=device, dtype=torch.uint8), torch.zeros(1, 16, 16, 3, device=device)):
-        s, l1 = ssim_l1(x, y, taps, 1e-4, 9e-4)
-        (s + l1).backward()
-    rows = torch.zeros(4, 4, device=device)
-    add_position_noise(rows[:, :3], rows, rows[:, :3], rows[:, 0], rows[:, :3], 0.0)
-    torch.cuda.synchronize(device)
+    try:
+        x = torch.rand(1, 16, 16, 3, device=device, requires_grad=True)
+        taps = torch.full((11,), 1.0 / 11.0)
+        # the photos as views store them (uint8) and downscaled ones (float block means), with a gradient
+        for y in (torch.zeros(1, 16, 16, 3, device=device, dtype=torch.uint8), torch.zeros(1, 16, 16, 3, device=device)):
+            s, l1 = ssim_l1(x, y, taps, 1e-4, 9e-4)
+            (s + l1).backward()
+        rows = torch.zeros(4, 4, device=device)
+        add_position_noise(rows[:, :3], rows, rows[:, :3], rows[:, 0], rows[:, :3], 0.0)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    except Exception as exc:  # a triton that cannot compile here: the step keeps torch's SSIM and noise
+        _failed = " ".join(str(exc).split())[:200] or type(exc).__name__
+        if announce is not None:
+            announce(f"Triton kernels unavailable ({_failed}); the CUDA step uses torch's SSIM and MCMC noise instead")
+        return
     seconds = time.perf_counter() - start
     if seconds > 1.0 and announce is not None:
         announce(f"compiled the CUDA step's Triton kernels (fused SSIM + L1, MCMC noise) in {seconds:.0f} s; cached for later runs")

@@ -77,3 +77,23 @@ def test_warm_up_does_nothing_off_cuda() -> None:
     lines: list[str] = []
     kernels.warm_up(torch.device("cpu"), lines.append)
     assert lines == []
+
+
+def test_kernels_that_do_not_compile_leave_torch_in_charge(monkeypatch) -> None:
+    """A triton that cannot compile on the machine: one line at setup, then the step's torch paths."""
+    from pointrix_lite import device_policy
+
+    monkeypatch.setattr(kernels, "_failed", None)
+    monkeypatch.setattr(kernels, "runs_on", lambda device: kernels._failed is None)  # as on CUDA
+    monkeypatch.setattr("pointrix_lite.kernels.ssim.ssim_l1", _broken_compiler)
+    lines: list[str] = []
+    kernels.warm_up(torch.device("cpu"), lines.append)
+    assert lines == ["Triton kernels unavailable (ptxas not found); the CUDA step uses torch's SSIM and MCMC noise instead"]
+    monkeypatch.undo()  # the real runs_on, with the failure still recorded
+    monkeypatch.setattr(kernels, "_failed", "no ptxas")
+    assert not kernels.runs_on(torch.device("cuda"))
+    assert device_policy.ssim_backend(torch.device("cuda"), lambda: False) == "torch"
+
+
+def _broken_compiler(*args, **kwargs):
+    raise RuntimeError("ptxas not found")
