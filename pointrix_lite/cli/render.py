@@ -110,10 +110,12 @@ def _trainer_from_ply(args: argparse.Namespace) -> tuple[Any, Path]:
         "name": "render",
         "exp_dir": str(out),
         "trainer": {"max_steps": 0},
-        "dataset": {"type": type_name, "data_path": str(args.data), "scale": scale, "upsample": scale != "auto" and scale < 1},
+        "dataset": {"type": type_name, "data_path": str(args.data), "scale": scale},
         "model": {"type": "GaussianModel", "sh_degree": model.config.sh_degree},
         "renderer": {"type": "GaussianRenderer"},
     }
+    if scale != "auto" and scale < 1:  # only then: a data set type without the option still renders
+        raw["dataset"]["upsample"] = True
     turn_file = args.ply.with_name(ORIENTATION_FILE)
     saved = read_orientation(turn_file)
     if saved is not None:  # trained with dataset.orientation: render the data set turned the same way
