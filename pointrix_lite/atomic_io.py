@@ -43,8 +43,12 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
-def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
+def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb", durable: bool = True) -> None:
     """Write via a temp file in the same folder, flush + fsync, then ``os.replace`` over ``path``.
+
+    ``durable=False`` skips the two fsyncs: the file is still never seen half written (a Ctrl-C
+    or a crash of the process), but a power loss may lose it. For many small outputs (test renders)
+    where an fsync each would cost more than the write.
 
     Every file the project writes with a temp-file-and-rename goes through here (checkpoints,
     PLY and other exports), so all get the same permissions as a plain ``open()`` would give.
@@ -62,7 +66,8 @@ def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> 
         with os.fdopen(fd, mode) as f:
             write(f)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
         # BaseException: a Ctrl-C during the write must not leave the temp file behind either.
@@ -77,6 +82,8 @@ def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> 
     # the cleanup above); one writer per file, so any other one is stale now.
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
         stale.unlink(missing_ok=True)
+    if not durable:
+        return
     try:  # make the rename itself durable; not possible on every platform/filesystem
         dir_fd = os.open(path.parent, os.O_RDONLY)
         try:

@@ -23,11 +23,13 @@ import torch  # noqa: E402
 from pointrix_lite.cli.common import experiment_checkpoint, load_components, open_experiment  # noqa: E402
 from pointrix_lite.export import FORMATS, Selection, export_gaussians  # noqa: E402
 from pointrix_lite.export.decode import read_compressed_ply, read_splat  # noqa: E402
+from pointrix_lite.export.decode_sog import read_sog  # noqa: E402
 from pointrix_lite.export.decode_spz_glb import read_glb, read_spz  # noqa: E402
 from pointrix_lite.export.source import gaussians_from_checkpoint  # noqa: E402
 from pointrix_lite.io.ply import load_ply  # noqa: E402
 
-READERS = {"ply": load_ply, "splat": read_splat, "ply_compressed": read_compressed_ply, "spz": read_spz, "glb": read_glb}
+READERS = {"ply": load_ply, "splat": read_splat, "ply_compressed": read_compressed_ply, "spz": read_spz, "glb": read_glb,
+           "sog": read_sog}
 
 
 def main() -> None:

@@ -1,13 +1,15 @@
 """Command line: ``python scripts/export.py`` writes trained Gaussians in a web viewer's format.
 
-    export.py (--exp-dir DIR [--checkpoint CKPT] | --ply FILE) --format ply|splat|ply_compressed|spz|glb
+    export.py (--exp-dir DIR [--checkpoint CKPT] | --ply FILE) --format ply|splat|ply_compressed|spz|sog|glb
               [--out FILE] [--overwrite] [--min-opacity A] [--box x0 y0 z0 x1 y1 z1]
-              [--sphere cx cy cz r] [--sh-degree 0..3]
+              [--sphere cx cy cz r] [--sh-degree 0..3] [--spz-frame rdf|rub]
 
 Default output: ``<exp_dir>/point_cloud<suffix>`` (``point_cloud_<checkpoint stem><suffix>`` with
 ``--checkpoint``), or ``<FILE stem><suffix>`` beside ``--ply FILE`` (``<stem>_export.ply`` for
-``--format ply``); suffixes ``.ply``, ``.splat``, ``.compressed.ply``, ``.spz``, ``.glb``. Exit codes: 0 written,
-2 bad input (``error: <one line>`` on stderr, nothing written).
+``--format ply``); suffixes ``.ply``, ``.splat``, ``.compressed.ply``, ``.spz``, ``.sog``, ``.glb``.
+``--spz-frame`` (with ``--format spz``): ``rdf``, PLY's axes, the default, what SuperSplat, Spark
+and Babylon.js show upright; ``rub``, the frame nianticlabs/spz documents (docs/export.md). Exit
+codes: 0 written, 2 bad input (``error: <one line>`` on stderr, nothing written).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..export.formats import FORMATS, ExportFormat, get_format
+from ..export.formats import FORMATS, ExportFormat, get_format, spz_format
 from .common import check_model_source, experiment_checkpoint, model_source_parser, run_command
 
 EXAMPLES = (
@@ -26,10 +28,16 @@ EXAMPLES = (
 )
 
 
+SPZ_FRAME_NOTES = {
+    "rdf": "PLY's, upright in SuperSplat, Spark and Babylon.js; --spz-frame rub for Niantic's spz library",
+    "rub": "Niantic's documented frame, for spz's loaders; upside down in SuperSplat, Spark and Babylon.js",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = model_source_parser(
         "export.py",
-        "Export trained Gaussians for web splat viewers (.splat, PlayCanvas compressed PLY, SPZ, glTF) or as a full PLY.",
+        "Export trained Gaussians for web splat viewers (.splat, PlayCanvas compressed PLY, SPZ, SOG, glTF) or as a full PLY.",
         EXAMPLES, exp_dir_help="experiment folder written by train.py (its latest checkpoint)", ply_help="a full-precision 3DGS PLY file",
     )  # fmt: skip
     # Not argparse choices: an unknown format is a one-line error that lists the known ones.
@@ -40,7 +48,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--box", type=float, nargs=6, metavar=("X0", "Y0", "Z0", "X1", "Y1", "Z1"), help="keep centres inside this box")
     p.add_argument("--sphere", type=float, nargs=4, metavar=("CX", "CY", "CZ", "R"), help="keep centres inside this sphere")
     p.add_argument("--sh-degree", type=int, metavar="D", help="keep SH bands up to degree D (0..3)")
+    p.add_argument(
+        "--spz-frame", metavar="FRAME",
+        help="axes of a --format spz file: rdf (PLY's, default: SuperSplat, Spark, Babylon.js) or rub (Niantic's spz library)",
+    )  # fmt: skip
     return p
+
+
+def chosen_format(args: argparse.Namespace) -> ExportFormat:
+    """``--format``, with ``--spz-frame`` applied (which only ``spz`` takes)."""
+    fmt = get_format(args.format)
+    if args.spz_frame is None:
+        return fmt
+    if fmt.name != "spz":
+        raise ConfigError(f"--spz-frame: applies to --format spz only, got --format {fmt.name}")
+    return spz_format(args.spz_frame)
 
 
 def default_output(args: argparse.Namespace, fmt: ExportFormat) -> Path:
@@ -68,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from ..export.filters import Selection
     from ..export.source import gaussians_from_checkpoint, gaussians_from_ply
 
-    fmt = get_format(args.format)
+    fmt = chosen_format(args)
     selection = Selection(
         min_opacity=args.min_opacity,
         box=tuple(args.box) if args.box else None,
@@ -87,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
     report = export_gaussians(params, fmt, out, selection)
     print(f"source: {source}")
     print(report.summary())
+    if fmt.name == "spz":  # the file cannot say which axes it holds (docs/export.md, "SPZ coordinates")
+        print(f"  axes: {args.spz_frame or 'rdf'} ({SPZ_FRAME_NOTES[args.spz_frame or 'rdf']})")
     if not out.name.endswith(fmt.suffix):  # viewers choose their reader by the file name
         print(f"note: {out.name} does not end in {fmt.suffix}, which viewers use to recognise {fmt.name}", file=sys.stderr)
     return 0

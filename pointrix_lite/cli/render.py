@@ -171,6 +171,8 @@ def render_trajectory(trainer: Any, kind: str, n_frames: int, fps: int, video: s
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..atomic_io import atomic_write
+    from ..report import write_report
     from .summary import format_summary
 
     if args.frames < 1:
@@ -196,7 +198,9 @@ def run(args: argparse.Namespace) -> int:
     if args.ply is not None:
         # No training happened here: say where the Gaussians came from instead of a step count.
         report.update(steps=None, train_seconds=None, source=str(args.ply))
-        (out / "metrics.json").write_text(json.dumps(report, indent=2))
+        text = json.dumps(report, indent=2)
+        atomic_write(out / "metrics.json", lambda f: f.write(text), mode="w")
+    write_report(out)
     print(format_summary(out, ply=args.ply))
     return 0
 

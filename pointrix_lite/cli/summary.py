@@ -72,6 +72,8 @@ def format_summary(
     items: list[tuple[str, str]] = []
     if report:
         items.append(("metrics", str(metrics_path)))
+    if (exp_dir / "report.html").is_file():
+        items.append(("report", str(exp_dir / "report.html")))
     renders = exp_dir / "renders" / "test"
     if (renders / "render").is_dir():
         n = len(list((renders / "render").glob("*.png")))

@@ -1,7 +1,8 @@
 """Command line: ``python scripts/train.py --config X.yaml [key=value ...] [options]``.
 
 Exit codes: 0 done, 2 user error (``error: <one line>`` on stderr), 130 interrupted by Ctrl-C
-(after saving a checkpoint; the message says how to resume). Under ``torchrun`` errors read
+(after saving a checkpoint; the message says how to resume: during the export, test or report of a
+run that finished training, ``--resume`` redoes only the phases not yet done). Under ``torchrun`` errors read
 ``error (rank k): ...`` and the failing rank exits at once (1 for an unexpected exception, after
 its traceback), so torchrun stops the other ranks; see docs/distributed.md.
 """
@@ -99,11 +100,9 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
         from .summary import resume_command
 
-        print(
-            f"\ninterrupted at step {stop.step}; checkpoint saved to {stop.checkpoint}\n"
-            f"resume with: {resume_command(exp_dir, args.plugin)}",
-            file=sys.stderr,
-        )
+        # A shell comment: the line still pastes as a command.
+        redo = "" if stop.phase == "training" else f"  # redoes the {stop.phase} and what follows; earlier phases are kept"
+        print(f"\n{stop}\nresume with: {resume_command(exp_dir, args.plugin)}{redo}", file=sys.stderr)
         return EXIT_INTERRUPTED
     if main_process:
         from .summary import trainer_summary

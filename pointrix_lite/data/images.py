@@ -13,6 +13,7 @@ from typing import Callable, Sequence, TypeVar
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from ..atomic_io import atomic_write
 from ..errors import DataError
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".PNG", ".JPG", ".JPEG")
@@ -112,7 +113,10 @@ def write_png(path: Path, image: np.ndarray) -> None:
     video frames are all photo-like.
     """
     mode = "RGBA" if image.shape[-1] == 4 else "RGB"
-    Image.fromarray(np.ascontiguousarray(image, dtype=np.uint8), mode).save(path, format="PNG", compress_level=1)
+    picture = Image.fromarray(np.ascontiguousarray(image, dtype=np.uint8), mode)
+    # Through a temp file and a rename: a Ctrl-C while saving never leaves a truncated PNG
+    # (test renders, downscaled photos); no fsync, thousands of frames would pay for it.
+    atomic_write(Path(path), lambda f: picture.save(f, format="PNG", compress_level=1), durable=False)
 
 
 def load_all(items: Sequence[T], load: Callable[[T], R], advance: Callable[[], object]) -> list[R]:

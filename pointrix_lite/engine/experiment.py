@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 import yaml
 
+from ..atomic_io import atomic_write
 from ..config import at_least, from_dict, to_dict
 from ..errors import ConfigError
 from ..registry import DATASETS, MODELS, RENDERERS, STRATEGIES, WRITERS
@@ -224,6 +225,6 @@ def dump_config(cfg: ExperimentConfig) -> str:
 def save_config(cfg: ExperimentConfig, exp_dir: str | Path) -> Path:
     """Write the resolved config to ``<exp_dir>/config.yaml`` (re-loadable with load_experiment)."""
     path = Path(exp_dir) / "config.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dump_config(cfg))
+    text = dump_config(cfg)
+    atomic_write(path, lambda f: f.write(text), mode="w")  # rewritten on resume: never half a config
     return path

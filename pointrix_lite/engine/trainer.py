@@ -25,6 +25,7 @@ import torch
 from rich.console import Console
 
 from .. import device_policy, distributed, progress
+from ..atomic_io import atomic_write
 from ..config import to_dict
 from ..data.images import write_png
 from ..errors import CheckpointError, ConfigError, DataError
@@ -32,6 +33,7 @@ from ..metrics.aggregate import mean_metrics, metric_float
 from ..registry import DATASETS, MODELS, RENDERERS, STRATEGIES, WRITERS
 from ..writers.base import WriterGroup, image_to_uint8
 from . import checkpoint as ckpt_io
+from .end_phases import EndPhases
 from .experiment import ExperimentConfig, resolve_device
 from .hooks.base import Hook
 from .hooks.builder import build_hooks, format_hook_table, sort_hooks
@@ -42,12 +44,18 @@ DataPipelineFactory = Callable[..., Any]
 
 
 class TrainingInterrupted(Exception):
-    """Ctrl-C during training; a checkpoint of the last finished step was saved."""
+    """Ctrl-C during the run; a checkpoint of the last finished step is on disk.
 
-    def __init__(self, step: int, checkpoint: Path) -> None:
-        super().__init__(f"interrupted at step {step}; checkpoint saved to {checkpoint}")
+    ``phase`` is ``"training"``, or the end phase that was cut short once training had finished
+    (``"export"``, ``"test"``, ``"report"``): the phases before it and their files are kept.
+    """
+
+    def __init__(self, step: int, checkpoint: Path, phase: str = "training") -> None:
+        where = f"at step {step}" if phase == "training" else f"during {phase} (training finished at step {step})"
+        super().__init__(f"interrupted {where}; checkpoint saved to {checkpoint}")
         self.step = step
         self.checkpoint = checkpoint
+        self.phase = phase
 
 
 def default_datapipeline(dataset: Any, batch_size: int, seed: int, rank: int = 0, world_size: int = 1) -> Any:
@@ -146,6 +154,9 @@ class DefaultTrainer:
         # Entries hooks add to metrics.json while test() runs (e.g. PoseOptHook's "mean_aligned").
         self.test_report: dict[str, Any] = {}
         self._stop_requested = False
+        self._phase = "training"  # or the end phase running (export, test, report): the Ctrl-C message names it
+        # Replaced in run(); a caller that drives train_loop()/test() itself records nothing.
+        self.end_phases = EndPhases(self.exp_dir, write=False)
 
         progress.PHASES.reset()  # this run's phase_seconds (metrics.json, summary)
         setup_start = time.perf_counter()
@@ -260,10 +271,15 @@ class DefaultTrainer:
 
     # --- run --------------------------------------------------------------------------------
     def run(self, resume_from: str | Path | None = None) -> None:
-        """before_run -> (load checkpoint) -> train_loop -> test -> after_run; writers closed at the end.
+        """before_run -> (load checkpoint) -> train_loop -> test -> report -> after_run; writers closed at the end.
+
+        The phases after training (export in ``after_train``, test, report) are recorded in
+        ``end_phases.json`` (``engine/end_phases.py``); resuming a run that finished training
+        skips those recorded at its step whose files are still there.
 
         Raises:
-            TrainingInterrupted: Ctrl-C during training (a checkpoint was saved first).
+            TrainingInterrupted: Ctrl-C during training or an end phase (a checkpoint of the
+                last step is on disk first).
         """
         if self.is_main_process:
             self.console.print(self.hook_table(), markup=False)
@@ -272,13 +288,24 @@ class DefaultTrainer:
             to_load = resume_from or self.cfg.load_ckpt_before_run
             if to_load:
                 self.load_checkpoint(to_load)
+            self.end_phases = EndPhases(self.exp_dir, write=self.is_main_process)
+            finished = self.global_step >= self.cfg.trainer.max_steps
+            if not (to_load and finished):  # this run trains: a record left in exp_dir is of another model
+                self.end_phases.forget()
+            self._phase = "training"
             try:
-                self.train_loop()
+                if self._end_phase_due("export"):
+                    self.train_loop()
+                if self.cfg.trainer.test_at_end and self.is_main_process and self._end_phase_due("test"):
+                    self._phase = "test"
+                    with self.end_phases.record("test", self.global_step):
+                        self.test()
+                if self.is_main_process and self._end_phase_due("report"):
+                    self._phase = "report"
+                    with self.end_phases.record("report", self.global_step):
+                        self.write_report()
             except KeyboardInterrupt:
-                path = self.save_checkpoint(ckpt_io.checkpoint_name(self.global_step))
-                raise TrainingInterrupted(self.global_step, path) from None
-            if self.cfg.trainer.test_at_end and self.is_main_process:
-                self.test()
+                raise TrainingInterrupted(self.global_step, self._checkpoint_at_step(), self._phase) from None
             self.call_hook("after_run")
         except BaseException:
             # The error that stopped the run matters more than a failed flush (on a full disk the
@@ -287,6 +314,30 @@ class DefaultTrainer:
                 self.writer.close()
             raise
         self.writer.close()
+
+    def _end_phase_due(self, name: str) -> bool:
+        """False for an end phase a resumed run already finished at this step (one line says so)."""
+        if not self.end_phases.done(name, self.global_step):
+            return True
+        if self.is_main_process:
+            kept = self.end_phases.files(name)
+            shown = ", ".join(kept[:3]) + (f" and {len(kept) - 3} more" if len(kept) > 3 else "")
+            self._announce(f"{name}: done at step {self.global_step} before this resume, kept ({shown or 'no files'})")
+        return False
+
+    def _checkpoint_at_step(self) -> Path:
+        """The checkpoint of ``global_step``: the latest one when it is of this step, else saved now."""
+        latest = ckpt_io.find_latest(self.exp_dir)
+        if latest is not None and latest.name == ckpt_io.checkpoint_name(self.global_step):
+            return latest
+        return self.save_checkpoint(ckpt_io.checkpoint_name(self.global_step))
+
+    def write_report(self) -> Path | None:
+        """``<exp_dir>/report.html`` from what the run wrote (``pointrix_lite/report``)."""
+        from ..report import write_report  # lazy: the engine imports without the report package
+
+        self.writer.flush()  # the curves come from log.jsonl, still open here
+        return write_report(self.exp_dir)
 
     @contextlib.contextmanager
     def _graceful_sigint(self) -> Iterator[None]:
@@ -345,7 +396,11 @@ class DefaultTrainer:
                     self.call_hook("after_train_epoch")
         finally:
             self.train_seconds += time.perf_counter() - start
-        self.call_hook("after_train")
+        # Training is finished from here on: a Ctrl-C in the export keeps the steps trained, and a
+        # resumed run at this step skips the export once it is recorded.
+        self._phase = "export"
+        with self.end_phases.record("export", self.global_step):
+            self.call_hook("after_train")
 
     def train_step(self, batch: list) -> dict[str, Any]:
         """One optimizer step on ``batch`` (a list of View). Returns the loss terms.
@@ -443,7 +498,8 @@ class DefaultTrainer:
             "phase_seconds": progress.PHASES.as_dict(),
             "notes": dict(getattr(self.model, "metric_notes", {}) or {}),
         }
-        (self.exp_dir / "metrics.json").write_text(json.dumps(report, indent=2))
+        text = json.dumps(report, indent=2)  # a Ctrl-C never leaves half a metrics.json
+        atomic_write(self.exp_dir / "metrics.json", lambda f: f.write(text), mode="w")
         self.call_hook("after_test")
         return report
 

@@ -1,5 +1,6 @@
 """Export / import of trained Gaussians: INRIA 3DGS PLY (full precision), .splat, PlayCanvas compressed PLY,
-SPZ v3, glTF binary with KHR_gaussian_splatting, and :class:`PlyExportHook`, which writes them when training ends.
+SPZ v3, PlayCanvas SOG, glTF binary with KHR_gaussian_splatting, and :class:`PlyExportHook`, which writes them
+when training ends.
 
 The PLY reader and writer themselves live in ``pointrix_lite/io/ply.py``, below the model (which
 loads PLY files too) and this package.

@@ -1,9 +1,11 @@
 """Axis conventions of the export formats, and the sign flips that move Gaussians between them.
 
-The model is trained in the PLY / COLMAP / OpenCV frame, RDF (x right, y down, z forward). SPZ
-stores RUB (x right, y up, z back: OpenGL / three.js) and glTF is LUF (x left, y up, z forward).
-Both conversions are a 180-degree turn about one axis (an even number of flipped axes, so no
-mirror): a sign flip per axis, which is exact in floating point.
+The model is trained in the PLY / COLMAP / OpenCV frame, RDF (x right, y down, z forward). glTF is
+LUF (x left, y up, z forward). SPZ is stored in RDF by default, as the web readers expect (PLY's
+frame: docs/export.md, "SPZ coordinates"), or in RUB (x right, y up, z back: OpenGL / three.js),
+the frame nianticlabs/spz documents, with ``--spz-frame rub``. Each conversion is a 180-degree
+turn about one axis (an even number of flipped axes, so no mirror): a sign flip per axis, which is
+exact in floating point.
 
 The rules are nianticlabs/spz's ``coordinateConverter`` for a within-family conversion
 (``src/cc/splat-types.h``): positions ``p_i * s_i``; quaternion x, y, z times
@@ -18,8 +20,10 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor
 
-RDF_TO_RUB = (1.0, -1.0, -1.0)  # SPZ: 180 degrees about x
+RDF_TO_RUB = (1.0, -1.0, -1.0)  # 180 degrees about x
 RDF_TO_LUF = (-1.0, -1.0, 1.0)  # glTF: 180 degrees about z
+# The frames an SPZ file can be written in (``--spz-frame``), first the default, as flips from RDF.
+SPZ_FRAMES: dict[str, tuple[float, float, float]] = {"rdf": (1.0, 1.0, 1.0), "rub": RDF_TO_RUB}
 
 # For SH coefficients 1..15 (degrees 1-3, gsplat / INRIA order): the axes whose coordinate
 # appears an odd number of times in the basis polynomial (e.g. xy for Y_2,-2 = xy, "" for 3z^2-1).

@@ -15,14 +15,15 @@ import numpy as np
 from torch import Tensor
 
 from ..errors import DataError
-from .axes import RDF_TO_LUF, RDF_TO_RUB, flip_axes
+from .axes import RDF_TO_LUF, SPZ_FRAMES, flip_axes
 from .decode import SH_C0, _params
 from .glb import EXTENSION, GLB_MAGIC
 from .spz import COLOR_SCALE, SPZ_MAGIC
 
 
-def read_spz(path: str | Path) -> dict[str, Tensor]:
-    """Raw parameters of an SPZ file of version 2 or 3 (the gzip versions)."""
+def read_spz(path: str | Path, frame: str = "rdf") -> dict[str, Tensor]:
+    """Raw parameters of an SPZ file of version 2 or 3 (the gzip versions) stored in ``frame``
+    (``rdf`` or ``rub``: the file does not say which, see :mod:`.spz`)."""
     try:
         raw = gzip.decompress(Path(path).read_bytes())
         magic, version, n, degree, frac, _flags, _ = struct.unpack_from("<IIIBBBB", raw)
@@ -52,7 +53,7 @@ def read_spz(path: str | Path) -> dict[str, Tensor]:
         0.5 + SH_C0 * (colour.reshape(n, 3) / 255.0 - 0.5) / COLOR_SCALE,
         (sh.reshape(n, k, 3) - 128.0) / 128,
     )
-    return flip_axes(p, RDF_TO_RUB)  # the flip is its own inverse
+    return flip_axes(p, SPZ_FRAMES[frame])  # each flip is its own inverse
 
 
 def _smallest_three(word: np.ndarray) -> np.ndarray:

@@ -9,10 +9,12 @@ CPU); this module only fixes what those bytes need to load in the viewers:
   columns, so the empty element is removed; degree 4 (72 columns) is not loadable, so the format
   stores at most degree 3. gsplat drops Gaussians with opacity <= 1/255 itself: that cut is applied
   here first (same expression) so it can be reported.
-- ``spz`` (:mod:`.spz`, SPZ version 3) and ``glb`` (:mod:`.glb`, glTF with
-  ``KHR_gaussian_splatting``) are the project's own numpy writers; both store at most SH degree 3
-  (the highest either web readers or the glTF extension define) and convert the RDF Gaussians to
-  their frame (:mod:`.axes`). SPZ's 24-bit centres take fewer fractional bits when a scene reaches past +-2048.
+- ``spz`` (:mod:`.spz`, SPZ version 3), ``sog`` (:mod:`.sog`, PlayCanvas SOG) and ``glb``
+  (:mod:`.glb`, glTF with ``KHR_gaussian_splatting``) are the project's own writers; all store at
+  most SH degree 3 (the highest the web readers or the glTF extension define). SPZ and SOG keep
+  PLY's frame, as their readers expect (SPZ in Niantic's RUB with :func:`spz_format`); glTF turns
+  the Gaussians into its own (:mod:`.axes`). SPZ's 24-bit centres take fewer fractional bits when a
+  scene reaches past +-2048.
 - ``splat``: gsplat writes records in Morton order; antimatter15's own converter (and viewers that
   stream the file) expect the most visible Gaussians first, so the 32-byte records are reordered by
   descending ``scale_x * scale_y * scale_z * alpha`` read back from the records themselves.
@@ -21,7 +23,8 @@ CPU); this module only fixes what those bytes need to load in the viewers:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import IO
 
 import numpy as np
@@ -76,10 +79,16 @@ def _write_ply_compressed(params: Params, f: IO[bytes]) -> None:
     f.write(drop_empty_sh_element(_gsplat_bytes(params, "ply_compressed")))
 
 
-def _write_spz(params: Params, f: IO[bytes]) -> None:
+def _write_spz(params: Params, f: IO[bytes], frame: str = "rdf") -> None:
     from .spz import write_spz
 
-    write_spz(params, f)
+    write_spz(params, f, frame)
+
+
+def _write_sog(params: Params, f: IO[bytes]) -> None:
+    from .sog import write_sog
+
+    write_sog(params, f)
 
 
 def _write_glb(params: Params, f: IO[bytes]) -> None:
@@ -113,7 +122,8 @@ FORMATS: dict[str, ExportFormat] = {
             "ply_compressed", ".compressed.ply", 3, "SuperSplat / PlayCanvas", _write_ply_compressed,
             keep=compressed_ply_visible, keep_reason="ply_compressed drops opacity <= 1/255",
         ),
-        ExportFormat("spz", ".spz", 3, "Spark and viewers on nianticlabs/spz (SPZ v3, gzip)", _write_spz),
+        ExportFormat("spz", ".spz", 3, "SuperSplat / PlayCanvas, Spark, Babylon.js (SPZ v3, gzip, PLY's frame)", _write_spz),
+        ExportFormat("sog", ".sog", 3, "SuperSplat / PlayCanvas, Babylon.js (SOG v2: WebP images in a ZIP)", _write_sog),
         ExportFormat("glb", ".glb", 3, "glTF 2.0 viewers with KHR_gaussian_splatting (point cloud elsewhere)", _write_glb),
     )
 }
@@ -130,3 +140,17 @@ def get_format(name: str, key: str = "--format") -> ExportFormat:
     if name not in FORMATS:
         raise ConfigError(f"{key}: unknown export format {name!r} (known: {', '.join(FORMATS)})")
     return FORMATS[name]
+
+
+def spz_format(frame: str, key: str = "--spz-frame") -> ExportFormat:
+    """The ``spz`` format storing ``frame``: ``rdf`` (PLY's axes, the default) or ``rub``.
+
+    Raises:
+        ConfigError: an unknown frame (the message names ``key`` and the known frames).
+    """
+    from ..errors import ConfigError
+    from .axes import SPZ_FRAMES
+
+    if frame not in SPZ_FRAMES:
+        raise ConfigError(f"{key}: unknown SPZ frame {frame!r} (known: {', '.join(SPZ_FRAMES)})")
+    return replace(FORMATS["spz"], write=partial(_write_spz, frame=frame))

@@ -20,7 +20,8 @@ class PlyExportHook(Hook):
 
     ``formats`` adds web-viewer formats (``export/formats.py``) beside it, named from ``filename``'s
     stem: ``[ply, splat, ply_compressed]`` writes ``point_cloud.ply``, ``point_cloud.splat`` and
-    ``point_cloud.compressed.ply``; ``spz`` and ``glb`` add ``point_cloud.spz`` / ``point_cloud.glb``.
+    ``point_cloud.compressed.ply``; ``spz``, ``sog`` and ``glb`` add ``point_cloud.spz`` /
+    ``.sog`` / ``.glb`` (SPZ in its default frame, PLY's).
 
     Like MMEngine's task-specific hooks it is not a default hook: a config lists it under
     ``hooks:`` (``configs/demo*.yaml`` do). A model without Gaussian ``params`` (a custom model)
@@ -38,7 +39,7 @@ class PlyExportHook(Hook):
     class Config:
         filename: str = "point_cloud.ply"  # relative to exp_dir
         every: int = 0  # also write a step-numbered snapshot every N steps (0: only at the end)
-        formats: list[str] = field(default_factory=lambda: ["ply"])  # ply, splat, ply_compressed, spz, glb
+        formats: list[str] = field(default_factory=lambda: ["ply"])  # ply, splat, ply_compressed, spz, sog, glb
 
         def __post_init__(self) -> None:
             from .formats import FORMATS  # plain Python; the encoders load when used

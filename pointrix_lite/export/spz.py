@@ -23,8 +23,13 @@ The whole file is one gzip stream of a 16-byte little-endian header followed by 
 
 ``fractionalBits`` is spz's 12 when every centre fits (|x| < 2048), else the most that keep every
 centre in 24 bits (readers scale by the header's value); a centre beyond 2^23 is refused in one line.
-All u8 values are clamped to 0..255. Values are stored in RUB (spz's internal frame): the model's
-RDF Gaussians are turned 180 degrees about x first (:mod:`.axes`), as spz's ``ply_to_spz`` does.
+All u8 values are clamped to 0..255.
+
+Frame: ``rdf`` (default) stores the model's own axes, PLY's, which is what splat-transform /
+SuperSplat, Spark and Babylon.js assume of an SPZ file and what spz's own ``ply_to_spz`` writes (it
+converts nothing); ``rub`` turns the Gaussians 180 degrees about x first (:mod:`.axes`), the RUB
+frame spz's README documents and its loaders convert from. Version 3 has nowhere to record which:
+the library's trailing extension records are not read back by its own gzip loader (docs/export.md).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from typing import IO
 import numpy as np
 from torch import Tensor
 
-from .axes import RDF_TO_RUB, flip_axes
+from .axes import SPZ_FRAMES, flip_axes
 
 SPZ_MAGIC = 0x5053474E
 SPZ_VERSION = 3
@@ -111,9 +116,10 @@ def _sh(shN: np.ndarray) -> np.ndarray:
     return np.clip((q + b // 2) // b * b, 0, 255).astype(np.uint8)
 
 
-def spz_bytes(params: Mapping[str, Tensor]) -> bytes:
-    """The uncompressed SPZ v3 stream (header and attribute blocks) of RDF ``params``."""
-    p = {k: v.numpy() for k, v in flip_axes(params, RDF_TO_RUB).items()}
+def spz_bytes(params: Mapping[str, Tensor], frame: str = "rdf") -> bytes:
+    """The uncompressed SPZ v3 stream (header and attribute blocks) of RDF ``params``, stored in
+    ``frame`` (a key of :data:`.axes.SPZ_FRAMES`)."""
+    p = {k: v.numpy() for k, v in flip_axes(params, SPZ_FRAMES[frame]).items()}
     n, num_rest = p["means"].shape[0], p["shN"].shape[1]
     degree = math.isqrt(num_rest + 1) - 1
     bits = fractional_bits(p["means"])
@@ -130,6 +136,6 @@ def spz_bytes(params: Mapping[str, Tensor]) -> bytes:
     return header + b"".join(np.ascontiguousarray(b).tobytes() for b in blocks)
 
 
-def write_spz(params: Mapping[str, Tensor], f: IO[bytes]) -> None:
+def write_spz(params: Mapping[str, Tensor], f: IO[bytes], frame: str = "rdf") -> None:
     # mtime 0: the same Gaussians give the same bytes.
-    f.write(gzip.compress(spz_bytes(params), compresslevel=6, mtime=0))
+    f.write(gzip.compress(spz_bytes(params, frame), compresslevel=6, mtime=0))

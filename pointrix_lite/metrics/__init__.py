@@ -1,7 +1,8 @@
-"""Image quality metrics: PSNR, SSIM (scikit-image compatible), LPIPS (cached weights only)."""
+"""Image quality metrics: PSNR, SSIM (scikit-image compatible), LPIPS (backbone weights fetched once into the torch hub cache)."""
 
-from .lpips import LPIPS, backbone_weights_path
+from .backbone_download import backbone_url, backbone_weights_path, ensure_backbone
+from .lpips import LPIPS
 from .psnr import psnr
 from .ssim import ssim, ssim_map
 
-__all__ = ["LPIPS", "backbone_weights_path", "psnr", "ssim", "ssim_map"]
+__all__ = ["LPIPS", "backbone_url", "backbone_weights_path", "ensure_backbone", "psnr", "ssim", "ssim_map"]

@@ -1,35 +1,35 @@
-"""LPIPS through the ``lpips`` package, without ever downloading anything.
+"""LPIPS through the ``lpips`` package, with torchvision's ImageNet backbone from the torch hub cache.
 
-``lpips.LPIPS(pretrained=True)`` would fetch the ImageNet backbone (torchvision VGG16 / AlexNet)
-from the internet on first use. Here the backbone is built randomly (``pnet_rand=True``, no
-download) and its weights are then loaded from torchvision's own cache file in the torch hub
-directory, if present. The small LPIPS linear heads ship inside the ``lpips`` package. When the
-backbone file is missing, LPIPS is *unavailable*: callers get ``None`` and a one-line reason,
+``lpips.LPIPS(pretrained=True)`` would fetch the backbone (torchvision VGG16 / AlexNet) through
+torchvision on first use, with no timeout and no way to stop it. Here the backbone is built randomly
+(``pnet_rand=True``) and its weights are then loaded from torchvision's own cache file in the torch
+hub directory, which :mod:`.backbone_download` fills once per machine (unless
+``POINTRIX_LPIPS_DOWNLOAD=0``). The small LPIPS linear heads ship inside the ``lpips`` package. When
+the backbone file stays missing, LPIPS is *unavailable*: callers get ``None`` and a one-line reason,
 never a number computed with random features.
 """
 
 from __future__ import annotations
 
-import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
 
 import torch
 from torch import Tensor
 
-LpipsNet = Literal["vgg", "alex"]
+from ..errors import ConfigError
+from .backbone_download import LpipsNet, backbone_weights_path, ensure_backbone
+
+NETS = ("vgg", "alex")
 # Smallest image side each backbone accepts (pooling would shrink smaller inputs to nothing).
 MIN_SIZE = {"vgg": 16, "alex": 31}
 
 
-def backbone_weights_path(net: LpipsNet) -> Path:
-    """Where torchvision caches the ImageNet weights of the LPIPS backbone ``net``."""
-    from torchvision.models import AlexNet_Weights, VGG16_Weights
+def _status_line(line: str) -> None:
+    from ..progress import console  # the console the progress bars use: the line prints above a live bar
 
-    # The file name comes from torchvision's own weight registry, so it follows torchvision's naming.
-    url = {"vgg": VGG16_Weights.IMAGENET1K_V1.url, "alex": AlexNet_Weights.IMAGENET1K_V1.url}[net]
-    return Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url)
+    console().print(line, markup=False, highlight=False)
 
 
 def _load_backbone(model: torch.nn.Module, path: Path) -> None:
@@ -53,22 +53,25 @@ class LPIPS:
         net: Backbone, ``"vgg"`` (3DGS paper) or ``"alex"``.
         random_backbone: Test-only: keep the randomly initialised backbone instead of requiring
             the cached ImageNet weights. Results are then *not* LPIPS values.
+        announce: Gets the status lines of a download of the backbone weights (first use on a machine).
 
     Attributes:
         reason: ``None`` when available, else one line saying why LPIPS can't be computed.
         last_reason: Why the last call returned ``None`` (also covers too-small images).
     """
 
-    def __init__(self, net: LpipsNet = "vgg", random_backbone: bool = False) -> None:
+    def __init__(
+        self, net: LpipsNet = "vgg", random_backbone: bool = False, announce: Callable[[str], object] = _status_line
+    ) -> None:
+        if net not in NETS:
+            raise ConfigError(f"lpips_net: expected one of {', '.join(map(repr, NETS))}, got {net!r}")
         self.net = net
         self.random_backbone = random_backbone
         self._model: torch.nn.Module | None = None
         self.reason: str | None = None
         self.last_reason: str | None = None
         if not random_backbone:
-            path = backbone_weights_path(net)
-            if not path.is_file():
-                self.reason = f"unavailable: {net} weights not in torch hub cache ({path})"
+            self.reason = ensure_backbone(net, announce)
 
     @property
     def available(self) -> bool:

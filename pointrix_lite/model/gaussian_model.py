@@ -55,6 +55,11 @@ def check_model_config(cfg: Any) -> None:
     for name, value in vars(cfg.lr).items():
         if not value >= 0.0:
             bad(f"lr.{name}", f"must be >= 0, got {value}")
+    if cfg.lpips_net not in ("vgg", "alex"):  # YAML is checked against the Literal; a config built in Python is not
+        bad("lpips_net", f"expected one of 'vgg', 'alex', got {cfg.lpips_net!r}")
+    from ..metrics.backbone_download import download_enabled
+
+    download_enabled()  # a misspelt POINTRIX_LPIPS_DOWNLOAD fails now, not at the first validation
 
 
 @MODELS.register()
@@ -97,6 +102,8 @@ class GaussianModel(nn.Module):
         lr: LearningRates = field(default_factory=LearningRates)
         means_lr_final_factor: float = 0.01  # means lr decays exponentially to this fraction at max_steps
         ssim_lambda: float = 0.2  # loss = (1 - l) * L1 + l * (1 - SSIM)
+        # LPIPS backbone: vgg as the 3DGS paper; alex is what gsplat's simple_trainer, nerfstudio's
+        # splatfacto and nerfbaselines report as "lpips" (docs/usage.md, "metrics.json").
         lpips_net: Literal["vgg", "alex"] = "vgg"
 
         def __post_init__(self) -> None:

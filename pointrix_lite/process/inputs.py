@@ -8,6 +8,7 @@ from pathlib import Path
 from PIL import Image, UnidentifiedImageError
 
 from ..errors import DataError
+from .upright import exif_orientation, upright_size
 
 EXTENSIONS = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp"}
 MIN_IMAGES = 3
@@ -20,7 +21,8 @@ class ImageSet:
     root: Path
     names: list[str]
     skipped: list[tuple[str, str]] = field(default_factory=list)
-    size: tuple[int, int] = (0, 0)  # (width, height) of the first image
+    size: tuple[int, int] = (0, 0)  # (width, height) of the first image, upright (as it is shown)
+    turned: dict[str, int] = field(default_factory=dict)  # name -> EXIF orientation, for those not stored upright
 
 
 def scan_images(root: Path) -> ImageSet:
@@ -34,21 +36,24 @@ def scan_images(root: Path) -> ImageSet:
     files = sorted(p for p in root.iterdir() if p.is_file() and p.suffix.lower() in EXTENSIONS)
     if not files:
         raise DataError(f"--images {root}: no image files ({', '.join(sorted(EXTENSIONS))})")
-    names, skipped, size = [], [], (0, 0)
+    names, skipped, size, turned = [], [], (0, 0), {}
     for path in files:
         try:
             with Image.open(path) as im:
                 im.load()  # decodes the pixels: a truncated file fails here, not inside COLMAP
+                orientation = exif_orientation(im)
                 if not names:
-                    size = im.size
+                    size = upright_size(im.size, orientation)
         except (OSError, UnidentifiedImageError, ValueError) as exc:
             skipped.append((path.name, " ".join(str(exc).split())[:120] or type(exc).__name__))
             continue
         names.append(path.name)
+        if orientation != 1:
+            turned[path.name] = orientation
     if len(names) < MIN_IMAGES:
         extra = f" ({len(skipped)} unreadable skipped, e.g. {skipped[0][0]})" if skipped else ""
         raise DataError(
             f"--images {root}: {len(names)} readable image(s){extra}; structure from motion needs at least "
             f"{MIN_IMAGES} overlapping photos (20+ is better)"
         )
-    return ImageSet(root, names, skipped, size)
+    return ImageSet(root, names, skipped, size, turned)

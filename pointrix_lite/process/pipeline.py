@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -15,6 +16,7 @@ from .inputs import ImageSet, scan_images
 from .options import ProcessOptions
 from .report import Summary, print_summary, write_summary
 from .undistort import undistort
+from .upright import write_upright
 from . import sfm
 
 STAGE_FILE = "stage.txt"  # the stage running now: the parent names it if pycolmap aborts the worker
@@ -80,6 +82,9 @@ def run(opts: ProcessOptions, console: Console) -> Summary:
     else:
         images = scan_images(opts.images)
     summary = Summary(out=str(opts.out), n_input=len(images.names), skipped_inputs=images.skipped)
+    if images.turned:
+        summary.turned_upright = len(images.turned)
+        images = _upright(images, colmap_dir / "upright", opts.threads, stages)
     _structure_from_motion(pycolmap, opts, images, colmap_dir, stages, summary)
     if opts.downscales > 0:
         with stages.stage("downscale", f"{opts.downscales} level(s)") as st:
@@ -91,6 +96,15 @@ def run(opts: ProcessOptions, console: Console) -> Summary:
     write_summary(colmap_dir / "summary.json", summary)
     print_summary(console, summary)
     return summary
+
+
+def _upright(images: ImageSet, dst: Path, threads: int, stages: Stages) -> ImageSet:
+    """The photos as shown (EXIF orientation applied) in ``dst``: what SfM and undistortion read from now on."""
+    n, k = len(images.names), len(images.turned)
+    with stages.stage("upright", f"0/{n} photos") as st:
+        write_upright(images.root, images.names, images.turned, dst, threads, lambda d, t: st.update(f"{d}/{t} photos"))
+        st.done(f"{k} of {n} photos turned as their EXIF orientation shows them -> {dst}")
+    return replace(images, root=dst, turned={})
 
 
 def _structure_from_motion(
@@ -112,7 +126,9 @@ def _structure_from_motion(
         keypoints = sfm.extract_features(
             pycolmap, database, images.root, images.names, opts, lambda d, t: st.update(f"{d}/{t} images"), colmap_masks
         )
-        st.done(f"{n} images, {keypoints} keypoints ({opts.camera_model}, one shared camera)")
+        sizes = len(sfm.by_size(images.root, images.names))
+        cameras = "one shared camera" if sizes == 1 else f"{sizes} cameras, one per image size"
+        st.done(f"{n} images, {keypoints} keypoints ({opts.camera_model}, {cameras})")
     matcher = opts.resolved_matcher(n)
     with stages.stage("matching", f"{matcher}") as st:
         matched, verified = sfm.match_features(

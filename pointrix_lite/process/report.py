@@ -26,6 +26,7 @@ class Summary:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     downscaled: list[str] = field(default_factory=list)
     image_size: list[int] = field(default_factory=list)  # [width, height] of the largest registered camera
+    turned_upright: int = 0  # photos written upright (colmap/upright/) because of their EXIF orientation
 
     def train_command(self) -> str:
         """The command that trains on this output (the data path quoted for the shell)."""

@@ -12,6 +12,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from PIL import Image
+
 from ..errors import DataError
 from .options import RETRIEVAL_OVERLAP, ProcessOptions
 from .retrieval import retrieval_pairs
@@ -32,26 +34,40 @@ def _name_list(names: list[str], limit: int = 8) -> str:
     return ", ".join(names[:limit]) + more
 
 
-def _first_camera(pycolmap: ModuleType, database: Path) -> int:
-    """The smallest camera id in ``database``, -1 when it has none (or does not exist yet)."""
+def _camera(pycolmap: ModuleType, database: Path, newest: bool = False) -> int:
+    """The smallest (``newest``: largest) camera id in ``database``, -1 when it has none (or does not exist yet)."""
     if not database.exists():
         return -1
     db = pycolmap.Database.open(str(database))
     try:
-        return min((c.camera_id for c in db.read_all_cameras()), default=-1)
+        return (max if newest else min)((c.camera_id for c in db.read_all_cameras()), default=-1)
     finally:
         db.close()
+
+
+def by_size(image_dir: Path, names: list[str]) -> list[list[str]]:
+    """``names`` grouped by pixel size, in order of first appearance.
+
+    COLMAP's shared camera takes only images of its size and skips the others with a line in its log
+    (``CAMERA_SINGLE_DIM_ERROR``); portrait and landscape photos of one phone differ once upright.
+    """
+    groups: dict[tuple[int, int], list[str]] = {}
+    for name in names:
+        with Image.open(image_dir / name) as im:  # reads the header only
+            groups.setdefault(im.size, []).append(name)
+    return list(groups.values())
 
 
 def extract_features(
     pycolmap: ModuleType, database: Path, image_dir: Path, names: list[str], opts: ProcessOptions, progress: Progress,
     mask_dir: Path | None = None,
 ) -> int:
-    """SIFT on the CPU for ``names`` (one shared camera); returns the number of keypoints.
+    """SIFT on the CPU for ``names`` (one camera shared by all images of a size); returns the number of keypoints.
 
     Runs in chunks only to report progress: every chunk adds its images to the same database, and
-    the chunks after the first reuse its camera (``CameraMode.SINGLE`` is per call). ``mask_dir``
-    holds COLMAP's masks (``<image name>.png``): no keypoint lies where they are 0.
+    the chunks after the first of a size reuse its camera (``CameraMode.SINGLE`` is per call). The
+    first size joins the database's first camera when it has one. ``mask_dir`` holds COLMAP's masks
+    (``<image name>.png``): no keypoint lies where they are 0.
     """
     reader = pycolmap.ImageReaderOptions()
     reader.camera_model = opts.camera_model
@@ -62,15 +78,20 @@ def extract_features(
     extraction.max_image_size = opts.max_image_size
     extraction.sift.max_num_features = opts.max_features
     chunk = max(1, len(names) // 20)
-    reader.existing_camera_id = _first_camera(pycolmap, database)  # images added to a database share its camera
-    for start in range(0, len(names), chunk):
-        pycolmap.extract_features(
-            database, image_dir, image_names=names[start : start + chunk], camera_mode=pycolmap.CameraMode.SINGLE,
-            reader_options=reader, extraction_options=extraction, device=pycolmap.Device.cpu,
-        )  # fmt: skip
-        progress(min(start + chunk, len(names)), len(names))
-        if reader.existing_camera_id < 0:
-            reader.existing_camera_id = _first_camera(pycolmap, database)
+    reader.existing_camera_id = _camera(pycolmap, database)  # images added to a database share its camera
+    done = 0
+    for group in by_size(image_dir, names):
+        for start in range(0, len(group), chunk):
+            part = group[start : start + chunk]
+            pycolmap.extract_features(
+                database, image_dir, image_names=part, camera_mode=pycolmap.CameraMode.SINGLE,
+                reader_options=reader, extraction_options=extraction, device=pycolmap.Device.cpu,
+            )  # fmt: skip
+            done += len(part)
+            progress(done, len(names))
+            if reader.existing_camera_id < 0:
+                reader.existing_camera_id = _camera(pycolmap, database, newest=True)  # the one this call made
+        reader.existing_camera_id = -1  # the next size gets a camera of its own
     db = pycolmap.Database.open(str(database))
     try:
         return int(db.num_keypoints())

@@ -1,9 +1,11 @@
 """JSON-lines writer: one JSON object per record in ``<exp_dir>/<filename>``.
 
-Records: ``{"kind": "scalar", "step", "name", "value", "time"}``; images are saved as PNG under
-``<exp_dir>/<image_dir>/`` and recorded as ``{"kind": "image", "step", "name", "path"}`` (path
-relative to exp_dir); the config as ``{"kind": "config", "config": {...}}``. Easy to read back with
-``json.loads`` per line, or pandas ``read_json(lines=True)``.
+Records: ``{"kind": "scalar", "step", "name", "value", "time", "elapsed"}``; images are saved as
+PNG under ``<exp_dir>/<image_dir>/`` and recorded as ``{"kind": "image", "step", "name", "path",
+"elapsed"}`` (path relative to exp_dir); the config as ``{"kind": "config", "config": {...}}``.
+``time`` is the wall clock (Unix seconds); ``elapsed`` is seconds since this writer opened the file,
+from a monotonic clock, so it restarts at 0 when a resumed run appends (logs before it lack the key).
+Easy to read back with ``json.loads`` per line, or pandas ``read_json(lines=True)``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ class JsonlWriter(Writer):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # Append: a resumed run continues the same log instead of erasing the first part.
         self._file = open(self.path, "a", encoding="utf-8")
+        # Monotonic: the run report plots against it, and a wall-clock jump (NTP) would bend the curve.
+        self._opened = time.perf_counter()
+
+    def _elapsed(self) -> float:
+        return round(time.perf_counter() - self._opened, 4)
 
     def _write(self, record: dict[str, Any]) -> None:
         self._file.write(json.dumps(record) + "\n")
@@ -47,7 +54,7 @@ class JsonlWriter(Writer):
         value = float(value)
         # JSON has no NaN/Infinity; write null so every line stays valid JSON for strict readers.
         self._write({"kind": "scalar", "step": step, "name": name, "value": value if math.isfinite(value) else None,
-                     "time": time.time()})
+                     "time": time.time(), "elapsed": self._elapsed()})
 
     def write_image(self, name: str, image: Any, step: int) -> None:
         if not self.config.save_images:
@@ -58,7 +65,7 @@ class JsonlWriter(Writer):
         rel = Path(self.config.image_dir) / f"{safe}_{step:06d}.png"
         (self.exp_dir / rel).parent.mkdir(parents=True, exist_ok=True)
         iio.imwrite(self.exp_dir / rel, image_to_uint8(image))
-        self._write({"kind": "image", "step": step, "name": name, "path": rel.as_posix()})
+        self._write({"kind": "image", "step": step, "name": name, "path": rel.as_posix(), "elapsed": self._elapsed()})
 
     def write_config(self, config: dict[str, Any]) -> None:
         self._write({"kind": "config", "config": config})

@@ -15,6 +15,16 @@ quantisation.
   positions (24-bit signed fixed point), alpha u8 (/255), colour u8 ((b/255 - 0.5) / 0.15 = f_dc),
   scale u8 (b/16 - 10 = log scale), rotation (v2: 3 bytes x y z as b/127.5 - 1, w >= 0 rebuilt;
   v3: u32 "smallest three"), SH u8 ((b - 128) / 128), coefficient-major. Values are in RUB.
+  The file does not say its frame: the export writes RDF (PLY's) by default, RUB with
+  ``--spz-frame rub``.
+- PlayCanvas SOG v2 (splat-transform 3.7.0 ``readSogSourceV2``): a ZIP of ``meta.json`` and RGBA
+  WebP images, texel i = Gaussian i. Centres: 16 bits (means_u high byte, means_l low) lerped
+  between ``means.mins`` / ``maxs`` of t = sign(x) ln(|x| + 1), then inverted. Rotation: quats.webp
+  RGB three components (p / 255 * 2 - 1) / sqrt(2) in w, x, y, z order skipping the one named by
+  alpha - 252, which is rebuilt >= 0. Scales: scales.webp RGB index ``scales.codebook``; sh0.webp
+  RGB index ``sh0.codebook`` (f_dc), alpha / 255 = opacity. shN: shN_labels.webp R + 256 G picks a
+  palette entry (``shN.count`` of them, 64 a row in shN_centroids.webp, one texel per
+  coefficient, RGB index ``shN.codebook``). Codebooks decode as float32. Values in PLY's frame.
 - glTF binary (glTF 2.0 spec, GLB container) with ``KHR_gaussian_splatting`` attributes; values in
   glTF's frame (LUF).
 """
@@ -22,16 +32,19 @@ quantisation.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import math
 import struct
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
 SH_C0 = 0.28209479177387814
-RUB = np.array([1.0, -1.0, -1.0])  # SPZ's frame seen from the model's RDF: y and z flipped
+RDF = np.array([1.0, 1.0, 1.0])  # the model's frame, PLY's: SPZ's default and SOG's
+RUB = np.array([1.0, -1.0, -1.0])  # SPZ with --spz-frame rub, seen from RDF: y and z flipped
 LUF = np.array([-1.0, -1.0, 1.0])  # glTF's: x and y flipped
 PLY_TYPES = {"float": "<f4", "float32": "<f4", "uint": "<u4", "uint32": "<u4", "uchar": "u1", "uint8": "u1"}
 
@@ -258,3 +271,53 @@ def rotation_matrices(q_wxyz: np.ndarray) -> np.ndarray:
         np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
         np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
     ], 1)
+
+
+def read_sog(path: Path) -> dict:
+    """Decoded SOG values: ``meta`` (meta.json), ``images`` ({name: [H, W, 4] uint8}), ``stored``
+    (every archive entry is stored, not deflated), means, quats (w, x, y, z), log scales, alpha,
+    f_dc ``[N, 3]``, ``labels`` (palette entry per Gaussian), ``palette`` ``[K, C, 3]`` and shN
+    ``[N, C, 3]``."""
+    from PIL import Image
+
+    archive = zipfile.ZipFile(path)
+    meta = json.loads(archive.read("meta.json"))
+    assert meta["version"] == 2, meta.get("version")
+    n = meta["count"]
+    images = {}
+    for name in [f for key in ("means", "quats", "scales", "sh0", "shN") if key in meta for f in meta[key]["files"]]:
+        images[name] = np.asarray(Image.open(io.BytesIO(archive.read(name))).convert("RGBA"))
+    tex = {name: im.reshape(-1, 4)[:n].astype(np.int64) for name, im in images.items()}
+    lo, hi = np.array(meta["means"]["mins"]), np.array(meta["means"]["maxs"])
+    t = lo + (hi - lo) * (tex["means_l.webp"][:, :3] + 256 * tex["means_u.webp"][:, :3]) / 65535
+    quats = np.zeros((n, 4))
+    for i, (a, b, c, tag) in enumerate(tex["quats.webp"]):
+        largest = tag - 252
+        assert 0 <= largest <= 3, tag
+        kept = [j for j in range(4) if j != largest]
+        quats[i, kept] = (np.array([a, b, c]) / 255 * 2 - 1) / math.sqrt(2)
+        quats[i, largest] = math.sqrt(max(0.0, 1 - (quats[i, kept] ** 2).sum()))
+    out = {
+        "meta": meta,
+        "images": images,
+        "stored": all(info.compress_type == zipfile.ZIP_STORED for info in archive.infolist()),
+        "means": np.sign(t) * (np.exp(np.abs(t)) - 1),
+        "quats": quats,
+        "scales": np.float32(meta["scales"]["codebook"])[tex["scales.webp"][:, :3]],
+        "alpha": tex["sh0.webp"][:, 3] / 255,
+        "f_dc": np.float32(meta["sh0"]["codebook"])[tex["sh0.webp"][:, :3]],
+        "labels": np.zeros(n, np.int64),
+        "palette": np.zeros((0, 0, 3), np.float32),
+        "shN": np.zeros((n, 0, 3)),
+    }
+    if "shN" in meta:
+        coeffs = {1: 3, 2: 8, 3: 15}[meta["shN"]["bands"]]
+        count = meta["shN"]["count"]
+        cen = images["shN_centroids.webp"]
+        assert cen.shape[1] == 64 * coeffs and cen.shape[0] == -(-count // 64), cen.shape
+        entries = cen.reshape(-1, 4)[: count * coeffs, :3].astype(np.int64).reshape(count, coeffs, 3)
+        out["palette"] = np.float32(meta["shN"]["codebook"])[entries]
+        out["labels"] = tex["shN_labels.webp"][:, 0] + 256 * tex["shN_labels.webp"][:, 1]
+        assert out["labels"].max() < count
+        out["shN"] = out["palette"][out["labels"]]
+    return out

@@ -106,7 +106,7 @@ def _bad_cases(tmp_path, params):
     notes = tmp_path / "notes.txt"
     notes.write_text("not a ply")
     return [
-        (["--ply", str(src), "--format", "gltf"], "--format: unknown export format 'gltf' (known: ply, splat, ply_compressed, spz, glb)"),
+        (["--ply", str(src), "--format", "gltf"], "--format: unknown export format 'gltf' (known: ply, splat, ply_compressed, spz, sog, glb)"),
         (["--ply", str(_mesh_ply(tmp_path / "mesh.ply")), "--format", "splat"], "mesh.ply: 3D Gaussian PLY lacks properties"),
         (["--ply", str(notes), "--format", "splat"], "notes.txt: cannot read as PLY"),
         (["--ply", str(tmp_path / "missing.ply"), "--format", "splat"], "--ply: file not found"),

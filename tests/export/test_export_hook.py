@@ -13,7 +13,7 @@ from pointrix_lite.errors import ConfigError
 from pointrix_lite.io.ply import load_ply
 from pointrix_lite.model.gaussian_model import GaussianModel
 
-from .readers import LUF, RUB, read_compressed_ply, read_glb, read_spz, read_splat
+from .readers import LUF, match_rows, read_compressed_ply, read_glb, read_sog, read_spz, read_splat
 
 
 class _Trainer:
@@ -58,15 +58,19 @@ def test_all_formats_at_the_end_and_in_snapshots(tmp_path):
     assert np.abs(np.sort(comp, 0) - np.sort(means, 0)).max() < (means.max(0) - means.min(0)).max() / 1023
 
 
-def test_ply_spz_and_glb(tmp_path):
+def test_ply_spz_sog_and_glb(tmp_path):
     model = _model()
-    hook = PlyExportHook(PlyExportHook.Config(formats=["ply", "spz", "glb"]))
+    hook = PlyExportHook(PlyExportHook.Config(formats=["ply", "spz", "sog", "glb"]))
     hook.trainer = _Trainer(model, tmp_path)
     hook.after_train()
-    assert hook.paths == [tmp_path / "point_cloud.ply", tmp_path / "point_cloud.spz", tmp_path / "point_cloud.glb"]
+    names = ["point_cloud.ply", "point_cloud.spz", "point_cloud.sog", "point_cloud.glb"]
+    assert hook.paths == [tmp_path / name for name in names]
     means = model.params["means"].detach().double().numpy()
-    assert np.abs(read_spz(hook.paths[1])["means"] - means * RUB).max() <= 2.0**-13 + 1e-9
-    np.testing.assert_array_equal(read_glb(hook.paths[2])[1]["POSITION"], (means * LUF).astype(np.float32))
+    assert np.abs(read_spz(hook.paths[1])["means"] - means).max() <= 2.0**-13 + 1e-9  # PLY's frame
+    sog = read_sog(hook.paths[2])
+    assert sog["meta"]["count"] == 300 and sog["meta"]["shN"]["bands"] == 1
+    match_rows(sog["means"], means, tol=1e-3)  # every centre back, in PLY's frame (Morton order)
+    np.testing.assert_array_equal(read_glb(hook.paths[3])[1]["POSITION"], (means * LUF).astype(np.float32))
 
 
 def test_only_web_formats_and_an_empty_model(tmp_path):

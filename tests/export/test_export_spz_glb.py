@@ -1,7 +1,8 @@
 """SPZ (v3) and glTF (KHR_gaussian_splatting) exports, decoded by the independent readers in
 readers.py and compared with the source Gaussians in the file's frame: positions times ``S``,
 rotations ``S R S``, SH coefficients times the parity readers.py derives by evaluating the basis at
-flipped directions (S = diag(1, -1, -1) for SPZ's RUB, diag(-1, -1, 1) for glTF's LUF).
+flipped directions (S = I for SPZ's default RDF, diag(1, -1, -1) for SPZ's RUB with
+``--spz-frame rub``, diag(-1, -1, 1) for glTF's LUF).
 
 Stated precision (why):
 - SPZ: centres round to 2^-12 (error <= 2^-13); alpha, colour and log scale round to their u8
@@ -17,18 +18,21 @@ Stated precision (why):
 from __future__ import annotations
 
 import gzip
+import re
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from pointrix_lite.export import export_gaussians, get_format
+from pointrix_lite.export.formats import spz_format
 from pointrix_lite.cli.export import main
 from pointrix_lite.export.filters import Selection
 from pointrix_lite.io.ply import save_ply
 
-from .readers import LUF, RUB, SH_C0, read_glb, read_spz, rotation_matrices, separable_params, sh_flip_factors
+from .readers import LUF, RDF, RUB, SH_C0, read_glb, read_spz, rotation_matrices, separable_params, sh_flip_factors
 
 EPS = 1e-6
 KHR = "KHR_gaussian_splatting"
@@ -63,12 +67,13 @@ def test_spz_is_gzip_with_a_v3_header(tmp_path):
     assert len(raw) == 16 + 100 * (9 + 1 + 3 + 3 + 4 + 8 * 3)  # pos, alpha, colour, scale, rotation, SH
 
 
-@pytest.mark.parametrize("sh_degree", [0, 3])
-def test_spz_decodes_to_the_model(tmp_path, sh_degree):
+@pytest.mark.parametrize("sh_degree, frame, signs", [(0, None, RDF), (3, None, RDF), (3, "rdf", RDF), (3, "rub", RUB)])
+def test_spz_decodes_to_the_model(tmp_path, sh_degree, frame, signs):
     params = separable_params(600, sh_degree=sh_degree, seed=10 + sh_degree)
-    report = export_gaussians(params, get_format("spz"), tmp_path / "m.spz")
+    fmt = get_format("spz") if frame is None else spz_format(frame)  # None: the default, PLY's RDF
+    report = export_gaussians(params, fmt, tmp_path / "m.spz")
     d = read_spz(tmp_path / "m.spz")
-    p, means, rots, shN = _expected(params, RUB)
+    p, means, rots, shN = _expected(params, signs)
     assert report.num_out == d["header"]["n"] == 600 and report.sh_degree == d["header"]["degree"] == sh_degree
     assert np.abs(d["means"] - means).max() <= 2.0**-13 + EPS  # records keep the source order
     assert np.abs(d["alpha"] - _sigmoid(p["opacities"])).max() <= 0.5 / 255 + EPS
@@ -95,7 +100,7 @@ def test_spz_cuts_sh_and_keeps_every_centre_with_fewer_fractional_bits(tmp_path)
     assert report.sh_degree == d["header"]["degree"] == 3
     assert report.num_out == d["header"]["n"] == kept.sum() < 400 and kept[0]  # nothing dropped for its position
     assert d["header"]["frac"] == 11  # one bit less: +-4096 fits
-    assert np.abs(d["means"] - params["means"].double().numpy()[kept] * RUB).max() <= 2.0**-12 + EPS
+    assert np.abs(d["means"] - params["means"].double().numpy()[kept]).max() <= 2.0**-12 + EPS  # RDF: as trained
     assert d["means"][0, 0] == 2048.0
     params["means"][0, 0] = 100.0  # within +-2048 again: spz's own 12 bits
     export_gaussians(params, get_format("spz"), tmp_path / "n.spz")
@@ -165,6 +170,40 @@ def test_cli_writes_spz_and_glb(tmp_path, capsys):
     assert read_spz(tmp_path / "scene.spz")["header"]["n"] == 200
     kept = int((torch.sigmoid(params["opacities"]) >= 0.5).sum())
     assert len(read_glb(tmp_path / "scene.glb")[1]["POSITION"]) == kept < 200
+    assert "axes: rdf (PLY's, upright in SuperSplat, Spark and Babylon.js" in out
+
+
+def test_cli_spz_frame(tmp_path, capsys):
+    params = separable_params(200, sh_degree=1, seed=7)
+    ply = save_ply(params, tmp_path / "scene.ply")
+    assert main(["--ply", str(ply), "--format", "spz", "--out", str(tmp_path / "rdf.spz"), "--spz-frame", "rdf"]) == 0
+    assert main(["--ply", str(ply), "--format", "spz", "--out", str(tmp_path / "rub.spz"), "--spz-frame", "rub"]) == 0
+    assert "axes: rub (Niantic's documented frame" in capsys.readouterr().out
+    rdf, rub = read_spz(tmp_path / "rdf.spz"), read_spz(tmp_path / "rub.spz")
+    np.testing.assert_array_equal(rub["means"], rdf["means"] * RUB)  # 180 degrees about x, exact
+    assert np.abs(rdf["means"] - params["means"].double().numpy()).max() <= 2.0**-13 + EPS
+
+
+SPZ_FRAME_ERRORS = [
+    (["--format", "spz", "--spz-frame", "ruf"], "--spz-frame: unknown SPZ frame 'ruf' (known: rdf, rub)"),
+    (["--format", "sog", "--spz-frame", "rub"], "--spz-frame: applies to --format spz only, got --format sog"),
+]
+
+
+@pytest.mark.parametrize("args, message", SPZ_FRAME_ERRORS)
+def test_cli_spz_frame_errors_are_one_line(tmp_path, capsys, args, message):
+    ply = save_ply(separable_params(20, sh_degree=0, seed=8), tmp_path / "scene.ply")
+    assert main(["--ply", str(ply), *args]) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scene.ply"]  # nothing written
+
+
+def test_errors_md_lists_the_spz_frame_messages():
+    """docs/errors.md's export.py table holds exactly the messages the test above gets."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "errors.md").read_text()
+    section = text.split("\n## export.py\n", 1)[1].split("\n## ", 1)[0]
+    documented = re.findall(r"^\| .+ \| `(.+)` \|$", section, re.M)
+    assert documented == [message for _, message in SPZ_FRAME_ERRORS]
 
 
 
@@ -177,7 +216,11 @@ def test_project_decoders_agree_with_the_test_readers(tmp_path):
     params["opacities"] = params["opacities"].clamp(-4, 4)
     for fmt in ("spz", "glb"):
         export_gaussians(params, get_format(fmt), tmp_path / f"m.{fmt}")
+    export_gaussians(params, spz_format("rub"), tmp_path / "rub.spz")
     mine, ref = decode_spz(tmp_path / "m.spz"), read_spz(tmp_path / "m.spz")
+    np.testing.assert_allclose(mine["means"].numpy(), ref["means"], atol=1e-6)  # RDF: stored as trained
+    np.testing.assert_allclose(mine["shN"].numpy(), ref["shN"], atol=1e-6)
+    mine, ref = decode_spz(tmp_path / "rub.spz", frame="rub"), read_spz(tmp_path / "rub.spz")
     np.testing.assert_allclose(mine["means"].numpy(), ref["means"] * RUB, atol=1e-6)
     np.testing.assert_allclose(mine["scales"].numpy(), ref["scales"], atol=1e-6)
     np.testing.assert_allclose(rotation_matrices(mine["quats"].double().numpy()),

@@ -3,8 +3,8 @@
 Faults are hooks chosen from the YAML, so a subprocess running the real ``scripts/train.py`` gets
 exactly the fault a test asks for and nothing else:
 
-- ``SigintAtHook``: the process sends itself a real SIGINT after step ``step`` (a user's Ctrl-C,
-  at a reproducible step).
+- ``SigintAtHook``: the process sends itself a real SIGINT after step ``step``, in the export
+  or after a test view (a user's Ctrl-C, at a reproducible place).
 - ``CorruptParamHook``: before step ``step`` runs, fills ``count`` rows of a parameter with NaN
   (``count: 0`` = every row) -- a diverging optimizer, at a reproducible step.
 - ``DiskFaultHook``: from construction on (before the CLI's free-space check), pretends the disk
@@ -35,10 +35,31 @@ class SigintAtHook(Hook):
     @dataclass
     class Config:
         step: int = 1
+        # "after_train_iter" (after step ``step``), "after_train" (the export phase: with
+        # ``priority`` between PlyExportHook's and CheckPointHook's, after the PLY and before the
+        # last checkpoint) or "after_test_iter" (after test view ``view``, 0-based)
+        site: str = "after_train_iter"
+        view: int = 0
+        once_file: Optional[str] = None  # fire only while this file is missing (created on firing)
+
+    def _fire(self) -> None:
+        if self.config.once_file is not None:
+            if os.path.exists(self.config.once_file):
+                return
+            open(self.config.once_file, "w").close()
+        os.kill(os.getpid(), signal.SIGINT)
 
     def after_train_iter(self, batch_idx, batch):
-        if self.trainer.global_step == self.config.step:
-            os.kill(os.getpid(), signal.SIGINT)
+        if self.config.site == "after_train_iter" and self.trainer.global_step == self.config.step:
+            self._fire()
+
+    def after_train(self):
+        if self.config.site == "after_train":
+            self._fire()
+
+    def after_test_iter(self, batch_idx, batch):
+        if self.config.site == "after_test_iter" and batch_idx == self.config.view:
+            self._fire()
 
 
 @HOOKS.register()

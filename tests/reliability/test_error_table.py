@@ -134,6 +134,16 @@ def _out_of_range_value(c: Case) -> list[str]:
     return ["--config", c.config(), "model.sh_degree=5"]
 
 
+def _lpips_net(c: Case) -> list[str]:
+    return ["--config", c.config(), "model.lpips_net=squeeze"]
+
+
+def _lpips_download_switch(c: Case) -> list[str]:
+    c.env["POINTRIX_LPIPS_DOWNLOAD"] = "maybe"
+    c.must_not_exist = c.root / "out" / "checkpoints"  # refused when the config loads, not at the first validation
+    return ["--config", c.config()]
+
+
 def _upsampling_scale(c: Case) -> list[str]:
     return ["--config", c.config(), "dataset.scale=0.25"]
 
@@ -267,6 +277,8 @@ SETUPS: dict[str, Callable[[Case], list[str]]] = {
     "resume-other-config": _resume_other_config,
     "unwritable-output-dir": _unwritable_output_dir,
     "out-of-range-value": _out_of_range_value,
+    "lpips-net": _lpips_net,
+    "lpips-download-switch": _lpips_download_switch,
     "upsampling-scale": _upsampling_scale,
     "native-arch-rejected": _native_arch_rejected,
     "native-arch-lacking": _native_arch_lacking,
