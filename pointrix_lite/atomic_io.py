@@ -92,3 +92,8 @@ def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb", dur
             os.close(dir_fd)
     except OSError:
         pass
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """:func:`atomic_write` of ``text`` (UTF-8): the small JSON/YAML/pointer files a run rewrites."""
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))

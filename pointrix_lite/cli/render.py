@@ -171,7 +171,7 @@ def render_trajectory(trainer: Any, kind: str, n_frames: int, fps: int, video: s
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..atomic_io import atomic_write
+    from ..atomic_io import atomic_write_text
     from ..report import write_report
     from .summary import format_summary
 
@@ -198,8 +198,7 @@ def run(args: argparse.Namespace) -> int:
     if args.ply is not None:
         # No training happened here: say where the Gaussians came from instead of a step count.
         report.update(steps=None, train_seconds=None, source=str(args.ply))
-        text = json.dumps(report, indent=2)
-        atomic_write(out / "metrics.json", lambda f: f.write(text), mode="w")
+        atomic_write_text(out / "metrics.json", json.dumps(report, indent=2))
     write_report(out)
     print(format_summary(out, ply=args.ply))
     return 0

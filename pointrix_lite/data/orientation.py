@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..atomic_io import atomic_write
+from ..atomic_io import atomic_write_text
 from ..errors import DataError
 from .cameras import View, qvec_to_rotmat
 from .pointcloud import PointCloud, neighbourhood_eigh
@@ -197,7 +197,7 @@ def save_orientation(exp_dir: Path, R: np.ndarray) -> Path | None:
         "meaning": "model point = rotation @ dataset point (dataset.orientation); "
         "dataset point = rotation^T @ model point",
     }
-    atomic_write(path, lambda f: f.write(json.dumps(body, indent=2)), mode="w")
+    atomic_write_text(path, json.dumps(body, indent=2))
     return path
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..atomic_io import atomic_write
+from ..atomic_io import atomic_write, atomic_write_text
 from ..errors import CheckpointError
 
 CHECKPOINT_DIR = "checkpoints"
@@ -41,7 +41,7 @@ def save_checkpoint_file(checkpoint: dict[str, Any], path: str | Path) -> Path:
 
 
 def write_latest_pointer(ckpt_dir: str | Path, filename: str) -> None:
-    atomic_write(Path(ckpt_dir) / LATEST_POINTER, lambda f: f.write(filename + "\n"), mode="w")
+    atomic_write_text(Path(ckpt_dir) / LATEST_POINTER, filename + "\n")
 
 
 def find_latest(exp_dir: str | Path) -> Path | None:

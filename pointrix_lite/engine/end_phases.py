@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..atomic_io import atomic_write
+from ..atomic_io import atomic_write_text
 
 LEDGER = "end_phases.json"
 
@@ -88,4 +88,4 @@ class EndPhases:
         if self._record.get("step") != step:
             self._record = {"step": step, "phases": {}}
         self._record["phases"][name] = {"files": new}
-        atomic_write(self.path, lambda f: f.write(json.dumps(self._record, indent=2) + "\n"), mode="w")
+        atomic_write_text(self.path, json.dumps(self._record, indent=2) + "\n")

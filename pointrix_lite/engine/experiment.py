@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 import yaml
 
-from ..atomic_io import atomic_write
+from ..atomic_io import atomic_write_text
 from ..config import at_least, from_dict, to_dict
 from ..errors import ConfigError
 from ..registry import DATASETS, MODELS, RENDERERS, STRATEGIES, WRITERS
@@ -225,6 +225,5 @@ def dump_config(cfg: ExperimentConfig) -> str:
 def save_config(cfg: ExperimentConfig, exp_dir: str | Path) -> Path:
     """Write the resolved config to ``<exp_dir>/config.yaml`` (re-loadable with load_experiment)."""
     path = Path(exp_dir) / "config.yaml"
-    text = dump_config(cfg)
-    atomic_write(path, lambda f: f.write(text), mode="w")  # rewritten on resume: never half a config
+    atomic_write_text(path, dump_config(cfg))  # rewritten on resume: never half a config
     return path

@@ -25,7 +25,7 @@ import torch
 from rich.console import Console
 
 from .. import device_policy, distributed, progress
-from ..atomic_io import atomic_write
+from ..atomic_io import atomic_write_text
 from ..config import to_dict
 from ..data.images import write_png
 from ..errors import CheckpointError, ConfigError, DataError
@@ -498,8 +498,7 @@ class DefaultTrainer:
             "phase_seconds": progress.PHASES.as_dict(),
             "notes": dict(getattr(self.model, "metric_notes", {}) or {}),
         }
-        text = json.dumps(report, indent=2)  # a Ctrl-C never leaves half a metrics.json
-        atomic_write(self.exp_dir / "metrics.json", lambda f: f.write(text), mode="w")
+        atomic_write_text(self.exp_dir / "metrics.json", json.dumps(report, indent=2))  # never half a file
         self.call_hook("after_test")
         return report
 
