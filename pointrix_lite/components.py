@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib
 
-# Registration happens at import time (class decorators), so this list is what YAML can name.
+# Registration happens at import time (class decorators), so this list is what YAML can name. Each hook is
+# registered by the package of the feature it serves: the trainer's own by engine.hooks, PoseOptHook and
+# AppearanceOptHook by model, ResolutionScheduleHook by data, PlyExportHook by export, ViewerHook by viewer.
 COMPONENT_MODULES: tuple[str, ...] = (
     "pointrix_lite.engine.hooks",
     "pointrix_lite.writers",

@@ -12,7 +12,7 @@ errors naming the key path) and calls ``cls(config, **extra)``.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from .errors import ConfigError
@@ -78,13 +78,27 @@ class Registry:
             f"{key_path}: unknown {self.name} {name!r};{hint} registered: {', '.join(self.names()) or '(none)'}"
         )
 
-    def build(self, cfg: Mapping[str, Any], key_path: str = "", **extra: Any) -> Any:
-        """Instantiate ``cfg["type"]`` with its typed ``Config`` built from the other keys.
+    def build(self, cfg: "Component | Mapping[str, Any]", key_path: str = "", **extra: Any) -> Any:
+        """Instantiate the selected class with its typed ``Config``.
 
         Args:
-            cfg: Mapping with ``type`` and the component's options.
+            cfg: A :class:`Component` (from a resolved experiment config: its ``Config`` was
+                checked once, while the config loaded, and is passed on as it is), or a mapping
+                with ``type`` and the component's options (checked here).
             key_path: Where ``cfg`` sits in the whole config (``"hooks[2]"``), for error messages.
             **extra: Runtime objects the component needs (trainer, dataset, ...), passed as keywords.
+        """
+        component = cfg if isinstance(cfg, Component) else self.resolve(cfg, key_path)
+        cls = self.get(component.type, f"{key_path or self.name}.type")
+        return cls(**extra) if component.config is None else cls(component.config, **extra)
+
+    def resolve(self, cfg: Mapping[str, Any], key_path: str = "", **extra: Any) -> "Component":
+        """Check ``cfg`` against the selected class's ``Config`` without building it.
+
+        ``extra``: engine keys kept beside the options (a hook's ``priority`` and ``enabled``).
+
+        Raises:
+            ConfigError: no ``type``, an unknown type, an unknown option or a bad value.
         """
         from .config import from_dict  # local: config imports nothing from here, keep it that way
 
@@ -99,20 +113,61 @@ class Registry:
         if config_cls is None:
             if options:
                 raise ConfigError(f"{where}: {cfg['type']} takes no options, got {', '.join(options)}")
-            return cls(**extra)
-        return cls(from_dict(config_cls, options, where), **extra)
+            return Component(cfg["type"], None, extra)
+        return Component(cfg["type"], from_dict(config_cls, options, where), extra)
 
-    def config_of(self, cfg: Mapping[str, Any], key_path: str = "") -> Any:
-        """Validate ``cfg`` against the selected class's ``Config`` without building it."""
-        from .config import from_dict
 
-        where = key_path or self.name
-        if not isinstance(cfg, Mapping) or "type" not in cfg:
-            raise ConfigError(f"{where}.type: missing; registered {self.name}s: {', '.join(self.names())}")
-        cls = self.get(cfg["type"], f"{where}.type")
-        config_cls = getattr(cls, "Config", None)
-        options = {k: v for k, v in cfg.items() if k != "type"}
-        return from_dict(config_cls, options, where) if config_cls else None
+class Component(Mapping[str, Any]):
+    """A component chosen in YAML: its registered ``type`` and its checked ``Config`` object.
+
+    What a resolved experiment config holds for each section: the ``Config`` is built once, while
+    the config loads, and :meth:`Registry.build` hands that same object to the class. It reads as
+    the mapping it came from (``type``, then ``extra``, then every option), so ``to_dict`` writes
+    the same ``config.yaml`` and code that reads ``cfg.dataset["data_path"]`` keeps working.
+    """
+
+    __slots__ = ("type", "config", "extra")
+
+    def __init__(self, type: str, config: Any, extra: Mapping[str, Any] | None = None) -> None:
+        self.type = type
+        self.config = config
+        self.extra = dict(extra or {})
+
+    def _fields(self) -> tuple[str, ...]:
+        import dataclasses
+
+        return tuple(f.name for f in dataclasses.fields(self.config)) if self.config is not None else ()
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "type":
+            return self.type
+        if key in self.extra:
+            return self.extra[key]
+        if key in self._fields():
+            return getattr(self.config, key)
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("type", *self.extra, *self._fields()))
+
+    def __len__(self) -> int:
+        return 1 + len(self.extra) + len(self._fields())
+
+    def __repr__(self) -> str:
+        return f"Component({dict(self)!r})"
+
+    def replace(self, **options: Any) -> "Component":
+        """A copy with ``options`` changed; the ``Config`` checks the new values as at load.
+
+        Raises:
+            ConfigError: an option the class does not have, or a value its ``Config`` refuses.
+        """
+        import dataclasses
+
+        unknown = [k for k in options if k not in self._fields()]
+        if unknown:
+            raise ConfigError(f"{self.type} has no option {', '.join(unknown)}")
+        return Component(self.type, dataclasses.replace(self.config, **options), self.extra)
 
 
 # One registry per kind of component; each lives here so a newcomer finds all of them at once.

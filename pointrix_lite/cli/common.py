@@ -100,7 +100,7 @@ def experiment_checkpoint(exp_dir: Path, checkpoint: Path | None) -> Path:
 
 def eval_only(cfg: Any, out: Path, backend: str | None) -> Any:
     """The config with training-only parts removed: no writers, only LogHook (the metrics table)."""
-    renderer = dict(cfg.renderer, backend=backend) if backend else cfg.renderer
+    renderer = cfg.renderer.replace(backend=backend) if backend else cfg.renderer
     hooks = [h for h in cfg.hooks if h["type"] == "LogHook"]
     return dataclasses.replace(cfg, exp_dir=str(out), writers=[], hooks=hooks, renderer=renderer)
 
@@ -108,22 +108,24 @@ def eval_only(cfg: Any, out: Path, backend: str | None) -> Any:
 def open_experiment(
     exp_dir: Path, checkpoint: Path | None = None, out: Path | None = None, backend: str | None = None
 ) -> Any:
-    """A ``DefaultTrainer`` for evaluating the run in ``exp_dir``, its checkpoint loaded.
+    """An :class:`~pointrix_lite.engine.evaluator.Evaluator` of the run in ``exp_dir``, its checkpoint loaded.
 
-    Built from ``exp_dir/config.yaml`` without writers or hooks other than LogHook, writing into
-    ``out`` (default ``exp_dir``); ``backend`` overrides the renderer's. The components the config
-    names must be registered first (:func:`load_components`).
+    Built from ``exp_dir/config.yaml`` (data set, model, renderer; no optimizer, strategy or
+    writers) with LogHook alone (the metrics table), writing into ``out`` (default ``exp_dir``);
+    ``backend`` overrides the renderer's. The components the config names must be registered
+    first (:func:`load_components`).
 
     Raises:
         ConfigError, CheckpointError: see :func:`experiment_checkpoint`; the config's own errors.
     """
+    from ..engine.evaluator import Evaluator
     from ..engine.experiment import load_experiment
-    from ..engine.trainer import DefaultTrainer
+    from ..engine.hooks import build_hooks
 
     ckpt = experiment_checkpoint(exp_dir, checkpoint)
     out = out or exp_dir
     cfg = eval_only(load_experiment(exp_dir / "config.yaml"), out, backend)
-    trainer = DefaultTrainer(cfg, out, cfg.device)
-    # The full resume path (not just the weights) so step / train_seconds match training's report.
-    trainer.load_checkpoint(ckpt)
-    return trainer
+    evaluator = Evaluator(cfg, out, cfg.device, hooks=build_hooks(cfg.hooks))
+    # Step and train_seconds too, not just the weights: the report then matches training's.
+    evaluator.load_checkpoint(ckpt)
+    return evaluator

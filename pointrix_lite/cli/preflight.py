@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
-from ..atomic_io import DISK_FULL_ERRNOS
-from ..errors import ConfigError, PointrixError
 from ..engine.checkpoint import check_checkpoint_file
+from ..errors import ConfigError, PointrixError
+from ..io.atomic import DISK_FULL_ERRNOS
 
 CHECKPOINT_OVERHEAD_BYTES = 64 * 1024  # config, RNG states (~10 KiB), hook states, zip headers
 ADAM_COPIES = 3  # parameter + exp_avg + exp_avg_sq

@@ -90,10 +90,11 @@ def _infer_dataset_type(data: Path) -> str:
     raise DataError(f"--data {data}: cannot tell the layout (no {markers}); pass --dataset-type")
 
 
-def _trainer_from_ply(args: argparse.Namespace) -> tuple[Any, Path]:
+def _evaluator_from_ply(args: argparse.Namespace) -> tuple[Any, Path]:
     from ..data.orientation import ORIENTATION_FILE, read_orientation
+    from ..engine.evaluator import Evaluator
     from ..engine.experiment import load_experiment
-    from ..engine.trainer import DefaultTrainer
+    from ..engine.hooks import build_hooks
     from ..model.gaussian_model import GaussianModel
     from ..registry import DATASETS
 
@@ -109,7 +110,6 @@ def _trainer_from_ply(args: argparse.Namespace) -> tuple[Any, Path]:
     raw = {
         "name": "render",
         "exp_dir": str(out),
-        "trainer": {"max_steps": 0},
         "dataset": {"type": type_name, "data_path": str(args.data), "scale": scale},
         "model": {"type": "GaussianModel", "sh_degree": model.config.sh_degree},
         "renderer": {"type": "GaussianRenderer"},
@@ -124,14 +124,13 @@ def _trainer_from_ply(args: argparse.Namespace) -> tuple[Any, Path]:
                             f"is a {type_name}")  # fmt: skip
         raw["dataset"]["orientation"] = "manhattan"
     cfg = eval_only(load_experiment(None, data=raw), out, args.backend)
-    trainer = DefaultTrainer(cfg, out, cfg.device)
-    if saved is not None and not np.allclose(trainer.dataset.world_rotation, saved, atol=1e-6):
+    evaluator = Evaluator(cfg, out, cfg.device, hooks=build_hooks(cfg.hooks), model=model)  # the PLY's Gaussians
+    if saved is not None and not np.allclose(evaluator.dataset.world_rotation, saved, atol=1e-6):
         raise DataError(
             f"{turn_file}: --data {args.data} turns by another rotation than the "
             "model was trained in (not the same data?); render with --exp-dir"
         )
-    trainer.model = model.to(trainer.device)
-    return trainer, out
+    return evaluator, out
 
 
 def render_trajectory(trainer: Any, kind: str, n_frames: int, fps: int, video: str, out: Path) -> Path:
@@ -171,7 +170,7 @@ def render_trajectory(trainer: Any, kind: str, n_frames: int, fps: int, video: s
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..atomic_io import atomic_write_text
+    from ..io.atomic import atomic_write_text
     from ..report import write_report
     from .summary import format_summary
 
@@ -187,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         out = args.out or args.exp_dir
         trainer = open_experiment(args.exp_dir, args.checkpoint, out, args.backend)
     else:
-        trainer, out = _trainer_from_ply(args)
+        trainer, out = _evaluator_from_ply(args)
     if args.trajectory:
         path = render_trajectory(trainer, args.trajectory, args.frames, args.fps, args.video, out)
         print(f"{args.frames} frames in {path.parent / args.trajectory}; video: {path}")

@@ -10,6 +10,7 @@ its traceback), so torchrun stops the other ranks; see docs/distributed.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     if main_process and cfg.dataset.get("scale") == "auto" and scale_used is not None:
         # config.yaml holds the factor auto chose (by this run's device), so a resumed run and render.py
         # load the views at the size this run trained at, on any device.
-        cfg.dataset["scale"] = scale_used
+        cfg = trainer.cfg = dataclasses.replace(cfg, dataset=cfg.dataset.replace(scale=scale_used))
         save_config(cfg, exp_dir)
     if args.viewer:  # added here, not to the config: a resumed run does not reopen a viewer unasked
         from ..viewer.hook import add_viewer_hook

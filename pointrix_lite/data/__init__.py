@@ -1,6 +1,7 @@
 """Cameras, data sets, the training data pipeline and the procedural demo scene.
 
-Importing this package registers the data sets in :data:`pointrix_lite.registry.DATASETS`.
+Importing this package registers the data sets in :data:`pointrix_lite.registry.DATASETS` and
+``ResolutionScheduleHook`` (coarse-to-fine training views) in :data:`pointrix_lite.registry.HOOKS`.
 """
 
 from .cameras import Camera, View, scene_extent
@@ -8,6 +9,7 @@ from .colmap import ColmapDataset
 from .nerf_synthetic import NerfSyntheticDataset
 from .pipeline import DataPipeline
 from .pointcloud import PointCloud, init_gaussians
+from .resolution_hook import ResolutionScheduleHook
 
 __all__ = [
     "Camera",
@@ -15,6 +17,7 @@ __all__ = [
     "DataPipeline",
     "NerfSyntheticDataset",
     "PointCloud",
+    "ResolutionScheduleHook",
     "View",
     "init_gaussians",
     "scene_extent",

@@ -16,12 +16,12 @@ import torch
 
 from ..config import at_least
 from ..errors import DataError
+from ..io.colmap import ColmapCamera, ColmapImage, ColmapModel, find_sparse_dir, read_model
+from ..io.images import downscale, find_image, load_all, load_rgb
 from ..progress import phase
 from ..registry import DATASETS
 from .base import SceneDataset, check_scene_options
 from .cameras import Camera, View, check_pose, viewmat_from_colmap
-from .colmap_io import ColmapCamera, ColmapImage, ColmapModel, find_sparse_dir, read_model
-from .images import downscale, find_image, load_all, load_rgb
 from .masks import attach_mask, mask_folder
 from .orientation import orient_to_axes
 from .pointcloud import PointCloud

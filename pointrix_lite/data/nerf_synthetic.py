@@ -19,11 +19,11 @@ import torch
 
 from ..config import at_least
 from ..errors import DataError
+from ..io.images import composite, downscale, find_image, load_all, read_image
 from ..progress import phase
 from ..registry import DATASETS
 from .base import SceneDataset, check_scene_options
 from .cameras import Camera, View, check_pose, focal_from_fov, viewmat_from_blender_c2w
-from .images import composite, downscale, find_image, load_all, read_image
 from .masks import attach_mask, mask_folder
 from .pointcloud import random_cube, read_ply_points
 from .resolution import Scale

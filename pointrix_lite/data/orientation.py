@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..atomic_io import atomic_write_text
 from ..errors import DataError
+from ..io.atomic import atomic_write_text
 from .cameras import View, qvec_to_rotmat
 from .pointcloud import PointCloud, neighbourhood_eigh
 

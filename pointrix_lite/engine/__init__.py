@@ -1,10 +1,12 @@
-"""Training engine: trainer, hooks, priorities, checkpoints and the experiment config schema."""
+"""Training engine: trainer, evaluator, hook dispatch, checkpoints and the experiment config schema."""
 
+from ..hook import Priority, get_priority
+from .build import Scene, build_scene
+from .evaluator import Evaluator
 from .experiment import ExperimentConfig, TrainerConfig, load_experiment, save_config
-from .priority import Priority, get_priority
 from .trainer import DefaultTrainer, TrainingInterrupted
 
 __all__ = [
     "ExperimentConfig", "TrainerConfig", "load_experiment", "save_config", "Priority", "get_priority",
-    "DefaultTrainer", "TrainingInterrupted",
+    "DefaultTrainer", "Evaluator", "Scene", "TrainingInterrupted", "build_scene",
 ]

@@ -1,4 +1,4 @@
-"""Checkpoint files: atomic writes (``atomic_io.py``), safe loads, RNG state capture.
+"""Checkpoint files: atomic writes (``io/atomic.py``), safe loads, RNG state capture.
 
 A checkpoint is one ``torch.save`` dict holding only tensors and plain Python data, so it loads
 with ``weights_only=True`` (no arbitrary unpickling of a file someone sent you). Writes go to a
@@ -12,17 +12,19 @@ use, and it is updated atomically like the checkpoints).
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import random
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..atomic_io import atomic_write, atomic_write_text
 from ..errors import CheckpointError
+from ..io.atomic import atomic_write, atomic_write_text
 
 CHECKPOINT_DIR = "checkpoints"
 LATEST_POINTER = "latest.txt"
@@ -136,3 +138,22 @@ def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate((py["version"], tuple(py["internal"]), py["gauss_next"]))
     if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+
+
+def check_model_type(ckpt: dict[str, Any], model_type: str | None, path: Path) -> None:
+    """Raise :class:`CheckpointError` when ``ckpt`` was saved by another ``model.type`` than the config's."""
+    saved_type = (ckpt.get("config") or {}).get("model", {}).get("type")
+    if saved_type is not None and saved_type != model_type:
+        raise CheckpointError(
+            f"{path}: checkpoint is from model type {saved_type!r}, this config has model.type {model_type!r}"
+        )
+
+
+@contextlib.contextmanager
+def mismatch_is_checkpoint_error(path: Path) -> Iterator[None]:
+    """Report a state dict that does not fit the built model/optimizer as one CheckpointError line."""
+    try:
+        yield
+    except (CheckpointError, RuntimeError, KeyError, ValueError) as exc:  # CheckpointError: the model's own check
+        detail = " ".join(str(exc).split())[:300]  # torch's message spans lines; keep its gist
+        raise CheckpointError(f"{path}: checkpoint does not match this config's model/optimizer: {detail}") from None

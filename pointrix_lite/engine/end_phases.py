@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..atomic_io import atomic_write_text
+from ..io.atomic import atomic_write_text
 
 LEDGER = "end_phases.json"
 

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 import yaml
 
-from ..atomic_io import atomic_write_text
+from ..io.atomic import atomic_write_text
 from ..config import at_least, from_dict, to_dict
 from ..errors import ConfigError
 from ..registry import DATASETS, MODELS, RENDERERS, STRATEGIES, WRITERS
@@ -56,15 +58,17 @@ class ExperimentConfig:
     seed: int = 0
     device: str = "auto"  # "auto" -> cuda if available else cpu; or any torch device string
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    dataset: dict[str, Any]
-    model: dict[str, Any] = field(default_factory=lambda: {"type": "GaussianModel"})
-    renderer: dict[str, Any] = field(default_factory=lambda: {"type": "GaussianRenderer"})
-    strategy: Optional[dict[str, Any]] = None
+    # Component sections: a mapping {type, **options} as written; resolve() turns each into a
+    # registry.Component (still a Mapping) holding the class's checked Config.
+    dataset: Mapping[str, Any]
+    model: Mapping[str, Any] = field(default_factory=lambda: {"type": "GaussianModel"})
+    renderer: Mapping[str, Any] = field(default_factory=lambda: {"type": "GaussianRenderer"})
+    strategy: Optional[Mapping[str, Any]] = None
     # A list of {type, ...} entries, or a mapping {HookType: {options}} (Pointrix / MMEngine
     # default_hooks style); resolves to the list form either way. Checked by hook_entries, which
     # names the entry at fault (a Union here would only say "expected Union").
     hooks: Any = field(default_factory=list)
-    writers: list[dict[str, Any]] = field(default_factory=_default_writers)
+    writers: list[Mapping[str, Any]] = field(default_factory=_default_writers)
     # DI-engine shorthand keys; folded into `hooks` (or the run's start) when the config resolves.
     save_ckpt_after_iter: Optional[int] = None  # -> CheckPointHook.interval
     save_ckpt_after_run: Optional[bool] = None  # -> CheckPointHook.save_last
@@ -162,13 +166,13 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
-def _resolve_section(registry: Any, section: dict[str, Any], key_path: str) -> dict[str, Any]:
-    config = registry.config_of(section, key_path)
-    return {"type": section["type"], **(to_dict(config) if config is not None else {})}
-
-
+@functools.cache
 def resolve_device(device: str) -> str:
-    """``"auto"`` -> ``"cuda"`` when available else ``"cpu"``; other strings are checked by torch."""
+    """``"auto"`` -> ``"cuda"`` when available else ``"cpu"``; other strings are checked by torch.
+
+    Cached: the config check, the command and the trainer ask for the same run's device, and
+    CUDA is probed once per process.
+    """
     import torch
 
     if device == "auto":
@@ -183,7 +187,11 @@ def resolve_device(device: str) -> str:
 
 
 def resolve(cfg: ExperimentConfig) -> ExperimentConfig:
-    """Validate every component section against its registry and fill in derived values."""
+    """Validate every component section against its registry and fill in derived values.
+
+    Each section becomes a :class:`~pointrix_lite.registry.Component` holding its class's checked
+    ``Config``; building the component later passes that object on without converting it again.
+    """
     from .. import device_policy  # imports torch: only once a config is resolved, as resolve_device
 
     device = resolve_device(cfg.device)  # a CUDA request on a machine without CUDA fails here
@@ -194,11 +202,11 @@ def resolve(cfg: ExperimentConfig) -> ExperimentConfig:
     return dataclasses.replace(
         cfg,
         exp_dir=cfg.exp_dir or str(Path(cfg.output_dir) / cfg.name),
-        dataset=_resolve_section(DATASETS, cfg.dataset, "dataset"),
-        model=_resolve_section(MODELS, cfg.model, "model"),
-        renderer=_resolve_section(RENDERERS, cfg.renderer, "renderer"),
-        strategy=_resolve_section(STRATEGIES, cfg.strategy, "strategy") if cfg.strategy is not None else None,
-        writers=[_resolve_section(WRITERS, w, f"writers[{i}]") for i, w in enumerate(cfg.writers)],
+        dataset=DATASETS.resolve(cfg.dataset, "dataset"),
+        model=MODELS.resolve(cfg.model, "model"),
+        renderer=RENDERERS.resolve(cfg.renderer, "renderer"),
+        strategy=STRATEGIES.resolve(cfg.strategy, "strategy") if cfg.strategy is not None else None,
+        writers=[WRITERS.resolve(w, f"writers[{i}]") for i, w in enumerate(cfg.writers)],
         hooks=resolve_hooks(cfg.hooks, {short: getattr(cfg, short) for short in SHORTHANDS}),
         # Folded into hooks above; cleared so the saved config.yaml does not apply them twice.
         save_ckpt_after_iter=None,

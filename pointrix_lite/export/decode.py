@@ -1,7 +1,7 @@
 """Read exported ``.splat`` and PlayCanvas compressed PLY files back into raw Gaussian parameters.
 
 What a viewer reconstructs, as the model's raw parameters (log scales, logit opacities, SH DC),
-so a decoded file renders through the project's rasterizer (``scripts/bench_export.py`` measures
+so a decoded file renders through the project's rasterizer (``python -m benchmarks export`` measures
 the quality lost this way). Layouts: see :mod:`.formats`.
 """
 

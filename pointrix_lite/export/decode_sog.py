@@ -1,5 +1,5 @@
 """Read a PlayCanvas SOG file (meta.json version 2 in a ZIP) back into raw Gaussian parameters, as
-a viewer reconstructs them (``scripts/bench_export.py`` renders them). Layout: :mod:`.sog`."""
+a viewer reconstructs them (``python -m benchmarks export`` renders them). Layout: :mod:`.sog`."""
 
 from __future__ import annotations
 

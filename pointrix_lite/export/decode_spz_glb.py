@@ -1,5 +1,5 @@
 """Read exported SPZ and glTF (``KHR_gaussian_splatting``) files back into raw Gaussian parameters
-in the model's RDF frame, as a viewer reconstructs them (``scripts/bench_export.py`` renders them).
+in the model's RDF frame, as a viewer reconstructs them (``python -m benchmarks export`` renders them).
 Layouts: :mod:`.spz` and :mod:`.glb`."""
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ def export_gaussians(
         DataError: no Gaussian is left after filtering (nothing is written).
         CheckpointWriteError: the file cannot be written.
     """
-    from ..atomic_io import atomic_write
+    from ..io.atomic import atomic_write
 
     path = Path(path)
     num_in = int(params["means"].shape[0])

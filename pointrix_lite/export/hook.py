@@ -6,8 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import OptionError, check_relative_path
-from ..engine.hooks.base import Hook
-from ..engine.priority import Priority
+from ..hook import Hook, Priority
 from ..progress import phase
 from ..registry import HOOKS
 

@@ -87,7 +87,7 @@ def save_ply(params_or_model: Any, path: str | Path) -> Path:
     Raises:
         CheckpointWriteError: the folder or file cannot be written (an existing ``path`` is intact).
     """
-    from ..atomic_io import atomic_write
+    from .atomic import atomic_write
 
     path = Path(path)
     atomic_write(path, ply_data(params_or_model).write)

@@ -24,8 +24,8 @@ from typing import Literal
 
 import torch
 
-from ..atomic_io import atomic_write
 from ..errors import ConfigError, PointrixError
+from ..io.atomic import atomic_write
 
 SWITCH = "POINTRIX_LPIPS_DOWNLOAD"
 _ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")

@@ -136,6 +136,17 @@ def ssim_and_l1(img1: Tensor, img2: Tensor, padding: Literal["valid", "same"] = 
     return ssim(img1, img2, padding, backend="torch"), (img1 - img2).abs().mean()
 
 
+def ssim_l1_masked_native(img1: Tensor, img2: Tensor, mask: Tensor) -> tuple[Tensor, Tensor] | None:
+    """:func:`ssim_and_l1`'s two terms over the pixels ``mask [B,H,W]`` keeps (``model/loss.py``'s
+    masked SSIM and L1, "same" padding) from one pass of the native kernel where it runs
+    (``ssim_native.native_applies``), else None: the caller then runs the torch definition."""
+    from .ssim_native import native_applies, ssim_l1_native
+
+    if not native_applies(img1, img2, 11) or mask.device != img1.device:
+        return None
+    return ssim_l1_native(img1, img2, *_native_args(img1, img2, "same", 11, 1.5, 1.0), mask=mask)
+
+
 def _fused_applies(img1: Tensor, img2: Tensor) -> bool:
     """The fused Triton kernels take the loss on CUDA (``device_policy.ssim_backend``), with no
     gradient wanted for the ground truth."""

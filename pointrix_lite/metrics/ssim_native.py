@@ -40,30 +40,36 @@ class _SsimFunction(torch.autograd.Function):
     gradient in ``x``'s layout. With ``with_l1`` the L1 term is summed in SSIM's forward pass and
     its gradient added in SSIM's backward pass, so the photometric loss reads the images once
     instead of once per torch op of its L1 term (~3.5 ms of a step at 800x800); without it the
-    second output is 0."""
+    second output is 0.
+
+    With a training mask ``[B,H,W]`` (bool, False = ignore the pixel) both terms are
+    ``model/loss.py``'s masked ones: the images are zeroed under the mask before the windows, the
+    means run over the kept pixels (the kernel counts them), and a batch that keeps none scores
+    SSIM 1 and L1 0 with no gradient."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, y: Tensor, taps: Tensor, c1: float, c2: float, valid: bool, with_l1: bool):
+    def forward(ctx, x: Tensor, y: Tensor, taps: Tensor, c1: float, c2: float, valid: bool, with_l1: bool,
+                mask: Tensor | None = None):
         ext = _extension()
         with_grad = bool(ctx.needs_input_grad[0])
-        xp, yp = ext.ssim_planes(x.detach()), ext.ssim_planes(y)
-        total, d_mu, d_xx, d_xy, l1_total = ext.ssim_fwd(xp, yp, taps, c1, c2, valid, with_grad, with_l1)
-        k = taps.numel()
-        h, w = (xp.shape[1] - k + 1, xp.shape[2] - k + 1) if valid else xp.shape[1:]
-        count = xp.shape[0] * h * w
-        ctx.args = (c1, c2, valid, count, xp.numel(), with_l1, x.shape[-1])
+        xp, yp = ext.ssim_planes(x.detach(), mask), ext.ssim_planes(y, mask)
+        # count, n: the map values and the L1 values summed (all, or the kept ones)
+        total, d_mu, d_xx, d_xy, l1_total, count, n = ext.ssim_fwd(xp, yp, taps, c1, c2, valid, with_grad, with_l1, mask)
+        ctx.args = (c1, c2, valid, count, n, with_l1, x.shape[-1])
         if with_grad:
-            ctx.save_for_backward(xp, yp, taps, d_mu, d_xx, d_xy)
-        return torch.tensor(total / count, dtype=torch.float32), torch.tensor(l1_total / xp.numel(), dtype=torch.float32)
+            ctx.save_for_backward(xp, yp, taps, d_mu, d_xx, d_xy, mask)
+        s = total / count if count else 1.0  # nothing kept: nothing to be dissimilar (the torch path's 1)
+        return torch.tensor(s, dtype=torch.float32), torch.tensor(l1_total / max(n, 1), dtype=torch.float32)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor, grad_l1: Tensor):
-        xp, yp, taps, d_mu, d_xx, d_xy = ctx.saved_tensors
+        xp, yp, taps, d_mu, d_xx, d_xy, mask = ctx.saved_tensors
         c1, c2, valid, count, n, with_l1, channels = ctx.args
-        l1_scale = float(grad_l1) / n if with_l1 else 0.0
-        v_x = _extension().ssim_bwd(xp, yp, taps, c1, c2, valid, float(grad) / count, d_mu, d_xx, d_xy, l1_scale, channels)
-        return v_x, None, None, None, None, None, None
+        l1_scale = float(grad_l1) / max(n, 1) if with_l1 else 0.0
+        scale = float(grad) / count if count else 0.0
+        v_x = _extension().ssim_bwd(xp, yp, taps, c1, c2, valid, scale, d_mu, d_xx, d_xy, l1_scale, channels, mask)
+        return v_x, None, None, None, None, None, None, None
 
 
 def _as_float32(t: Tensor) -> Tensor:
@@ -88,13 +94,16 @@ def ssim_native(img1: Tensor, img2: Tensor, taps: Tensor, c1: float, c2: float, 
     or uint8 holding value * 255); ``taps [K]`` the normalised 1-D window. Raises RuntimeError
     when the extension is unavailable."""
     _check_available()
-    s, _ = _SsimFunction.apply(_as_float32(img1), _target(img2), taps.float().contiguous(), c1, c2, valid, False)
+    s, _ = _SsimFunction.apply(_as_float32(img1), _target(img2), taps.float().contiguous(), c1, c2, valid, False, None)
     return s
 
 
-def ssim_l1_native(img1: Tensor, img2: Tensor, taps: Tensor, c1: float, c2: float, valid: bool) -> tuple[Tensor, Tensor]:
+def ssim_l1_native(
+    img1: Tensor, img2: Tensor, taps: Tensor, c1: float, c2: float, valid: bool, mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
     """``(mean SSIM, mean |img1 - img2|)`` of ``[B,H,W,C]`` images in one pass (gradients for
-    ``img1`` only), as :func:`ssim_native` plus the L1 term. Raises RuntimeError when the
-    extension is unavailable."""
+    ``img1`` only), as :func:`ssim_native` plus the L1 term; with ``mask [B,H,W]`` (bool, False =
+    ignore) ``model/loss.py``'s masked terms. Raises RuntimeError when the extension is unavailable."""
     _check_available()
-    return _SsimFunction.apply(_as_float32(img1), _target(img2), taps.float().contiguous(), c1, c2, valid, True)
+    keep = None if mask is None else mask.to(torch.bool).contiguous()
+    return _SsimFunction.apply(_as_float32(img1), _target(img2), taps.float().contiguous(), c1, c2, valid, True, keep)

@@ -1,6 +1,6 @@
 """How close a reconstruction's cameras are to the true ones, up to the similarity SfM cannot know.
 
-Used by ``scripts/bench_sfm.py`` and the end-to-end test; SfM recovers the scene only up to scale,
+Used by ``python -m benchmarks sfm`` and the end-to-end test; SfM recovers the scene only up to scale,
 rotation and translation, so the centres are compared after the similarity that fits them best.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data.cameras import qvec_to_rotmat
-from ..data.colmap_io import ColmapModel
+from ..io.colmap import ColmapModel
 
 
 def similarity(src: np.ndarray, dst: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:

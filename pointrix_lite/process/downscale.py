@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..data.images import downscale, read_image, write_png
+from ..io.images import downscale, read_image, write_png
 
 
 def write_downscaled(out: Path, levels: int) -> list[Path]:

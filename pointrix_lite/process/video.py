@@ -30,8 +30,8 @@ def select_frames(
         DataError: missing/unreadable video, or one without frames.
         ConfigError: imageio-ffmpeg is not installed.
     """
-    from ..data.images import write_png
     from ..io.ffmpeg import import_ffmpeg
+    from ..io.images import write_png
 
     imageio_ffmpeg = import_ffmpeg("--video")
 

@@ -1,9 +1,11 @@
 """CUDA backend: a thin call into ``gsplat.rasterization`` with the same argument subset.
 
 It only forwards arguments, already validated by :func:`pointrix_lite.renderer.rasterization`, to
-gsplat's documented entry point. CI has no GPU: tests/renderer/gsplat_on_cpu.py runs this very
-code on the CPU with gsplat's CUDA stages replaced by torch stand-ins (docs/rasterizer.md says
-what is verified where).
+gsplat's documented entry point. It is a whole-call delegation, not a ``pipeline.Stages``: gsplat's
+``rendering.py`` already is that stage sequence over its CUDA wrappers, and the CPU backends are
+written to reproduce it, so on CUDA the reference itself runs rather than our re-wiring of its parts.
+CI has no GPU: tests/renderer/gsplat_on_cpu.py runs this very code on the CPU with gsplat's CUDA
+stages replaced by torch stand-ins (docs/rasterizer.md says what is verified where).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def rasterize_gsplat(
     )  # fmt: skip
 
 
-rasterization_gsplat = gsplat_call(rasterize_gsplat)
+rasterization_gsplat = gsplat_call(rasterize_gsplat, "rasterization_gsplat")
 
 
 def prepare_gsplat(announce: Optional[Callable[[str], object]] = None) -> None:

@@ -25,10 +25,22 @@ Result = tuple[Tensor, Tensor, dict[str, Any]]
 R = TypeVar("R")
 
 
+class RasterOptionError(ValueError):
+    """A refused rasterizer option, one line. ``key`` and ``problem`` let ``GaussianRenderer.Config``
+    name the YAML key (``renderer.tile_size: must be >= 1, got 0``) from the same rule."""
+
+    def __init__(self, key: str, problem: str, message: Optional[str] = None) -> None:
+        self.key, self.problem, self.message = key, problem, message
+        super().__init__(f"rasterization: {message or f'{key} {problem}'}")
+
+    def __reduce__(self) -> tuple:  # pickles (a viewer worker, a torchrun rank) with its three arguments
+        return type(self), (self.key, self.problem, self.message)
+
+
 def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
     """One-line ValueError unless ``value`` is one of ``allowed`` (the rasterizer's own argument errors)."""
     if value not in allowed:
-        raise ValueError(f"rasterization: {name} must be one of {', '.join(allowed)}, got {value!r}")
+        raise RasterOptionError(name, f"must be one of {', '.join(allowed)}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -48,13 +60,23 @@ class RasterOptions:
     absgrad: bool = False
 
     def __post_init__(self) -> None:
-        if self.width <= 0 or self.height <= 0 or self.tile_size <= 0:
-            raise ValueError(
-                "rasterization: width, height and tile_size must be positive, "
-                f"got {self.width}, {self.height}, {self.tile_size}"
+        # The one place these rules live: GaussianRenderer.Config builds a RasterOptions to check its keys.
+        sizes = {"width": self.width, "height": self.height, "tile_size": self.tile_size}
+        for key, value in sizes.items():
+            if value < 1:
+                raise RasterOptionError(
+                    key, f"must be >= 1, got {value}",
+                    "width, height and tile_size must be positive, got {width}, {height}, {tile_size}".format(**sizes),
+                )  # fmt: skip
+        for key in ("eps2d", "radius_clip"):
+            if not getattr(self, key) >= 0.0:  # `not >=`: NaN is refused too
+                raise RasterOptionError(key, f"must be >= 0, got {getattr(self, key)}")
+        if not 0.0 < self.near_plane < self.far_plane:
+            raise RasterOptionError(
+                "near_plane / far_plane", f"must satisfy 0 < near < far, got {self.near_plane} / {self.far_plane}"
             )
         if self.sh_degree is not None and not 0 <= self.sh_degree <= 4:
-            raise ValueError(f"rasterization: sh_degree must be in 0..4, got {self.sh_degree}")
+            raise RasterOptionError("sh_degree", f"must be in 0..4, got {self.sh_degree}")
         check_choice("render_mode", self.render_mode, RENDER_MODES)
         check_choice("rasterize_mode", self.rasterize_mode, RASTERIZE_MODES)
 
@@ -83,22 +105,18 @@ class RasterOptions:
         return out
 
 
-_FIELDS = frozenset(f.name for f in dataclasses.fields(RasterOptions))
-
-
-def gsplat_call(backend: Callable[..., R]) -> Callable[..., R]:
-    """Give ``backend(means, quats, scales, opacities, colors, viewmats, Ks, backgrounds, options, **extra)``
-    the calling form of ``rasterization()`` without ``backend`` (tests and docs call backends that way);
-    keywords that are not options (the torch backend's ``pair_budget``) pass through as ``extra``."""
+def gsplat_call(backend: Callable[..., R], name: str) -> Callable[..., R]:
+    """Give ``backend(means, quats, scales, opacities, colors, viewmats, Ks, backgrounds, options)`` the
+    calling form of ``rasterization()`` without ``backend`` (tests and docs call backends that way)."""
 
     def call(
         means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, colors: Tensor, viewmats: Tensor,
-        Ks: Tensor, width: int, height: int, backgrounds: Optional[Tensor] = None, **kwargs: Any,
+        Ks: Tensor, width: int, height: int, backgrounds: Optional[Tensor] = None, **keywords: Any,
     ) -> R:  # fmt: skip
-        options = RasterOptions(width, height, **{k: v for k, v in kwargs.items() if k in _FIELDS})
-        extra = {k: v for k, v in kwargs.items() if k not in _FIELDS}
-        return backend(means, quats, scales, opacities, colors, viewmats, Ks, backgrounds, options, **extra)
+        options = RasterOptions(width, height, **keywords)
+        return backend(means, quats, scales, opacities, colors, viewmats, Ks, backgrounds, options)
 
-    call.__name__ = call.__qualname__ = backend.__name__.replace("rasterize_", "rasterization_")
-    call.__doc__ = f"``{backend.__name__}`` called like ``rasterization()`` (width, height and keyword options)."
+    call.__name__ = call.__qualname__ = name
+    backend_name = name.removeprefix("rasterization_")
+    call.__doc__ = f"``rasterization()`` on the {backend_name} backend (width, height and keyword options)."
     return call

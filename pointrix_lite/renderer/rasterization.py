@@ -2,18 +2,19 @@
 
 ``backend="auto"`` picks gsplat for CUDA tensors, the native C++ extension for CPU tensors when it
 built, else the pure-torch reference (on the CPU with one warning per process, since that is slow);
-``pointrix_lite.device_policy.rasterizer_backend`` is that rule.
+``pointrix_lite.device_policy.rasterizer_backend`` is that rule. The native and torch backends are
+:class:`~.pipeline.Stages` run by the one pipeline in ``pipeline.py``; gsplat takes the whole call.
 """
 
 from __future__ import annotations
 
 import warnings
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from torch import Tensor
 
 from .. import device_policy
-from .options import BACKENDS, Backend, RasterizeMode, RasterOptions, RenderMode, check_choice
+from .options import BACKENDS, Backend, RasterizeMode, RasterOptions, RenderMode, Result, check_choice
 
 _warned_torch_fallback = False
 
@@ -136,27 +137,41 @@ def rasterization(
         [C, N, 2] int32 (0 = culled), ``depths`` [C, N], ``conics`` [C, N, 3], ``opacities``
         [C, N] (compensated in antialiased mode), ``width``, ``height``, ``n_cameras``, ``tile_size``.
     """
-    check_choice("backend", backend, BACKENDS)
     options = RasterOptions(
         width, height, near_plane=near_plane, far_plane=far_plane, radius_clip=radius_clip, eps2d=eps2d,
         sh_degree=sh_degree, render_mode=render_mode, rasterize_mode=rasterize_mode, tile_size=tile_size,
         absgrad=absgrad,
     )  # fmt: skip
-    _check_tensors(means, quats, scales, opacities, colors, viewmats, Ks, backgrounds, sh_degree)
-    tensors = (means, quats, scales, opacities, colors, viewmats, Ks, backgrounds)
-    chosen = _resolve_backend(backend, means)
+    return rasterize(means, quats, scales, opacities, colors, viewmats, Ks, backgrounds, options, backend)
+
+
+def rasterize(
+    means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, colors: Tensor, viewmats: Tensor, Ks: Tensor,
+    backgrounds: Optional[Tensor], options: RasterOptions, backend: Backend = "auto",
+) -> Result:  # fmt: skip
+    """:func:`rasterization` for a caller that holds its options already (``GaussianRenderer``):
+    the same tensor checks, backend choice and results, with ``options`` handed on as they are."""
+    check_choice("backend", backend, BACKENDS)
+    _check_tensors(means, quats, scales, opacities, colors, viewmats, Ks, backgrounds, options.sh_degree)
+    return _backend(_resolve_backend(backend, means))(
+        means, quats, scales, opacities, colors, viewmats, Ks, backgrounds, options
+    )
+
+
+def _backend(chosen: str) -> Callable[..., Result]:
+    """What runs ``(means, quats, scales, opacities, colors, viewmats, Ks, backgrounds, options)`` for ``chosen``."""
     if chosen == "gsplat":
         from .gsplat_backend import rasterize_gsplat
 
-        return rasterize_gsplat(*tensors, options)
+        return rasterize_gsplat
     if chosen == "native":
         try:
-            from .native import rasterize_native
+            from .native import STAGES
         except ImportError as exc:
             from ..errors import ConfigError
 
             raise ConfigError(f"backend 'native' is unavailable ({exc}); use backend 'torch' or 'auto'") from exc
-        return rasterize_native(*tensors, options)
-    from .torch_backend import rasterize_torch
+        return STAGES
+    from .torch_backend import STAGES
 
-    return rasterize_torch(*tensors, options)
+    return STAGES

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
@@ -12,8 +12,10 @@ from .. import device_policy
 from ..config import OptionError
 from ..errors import DataError
 from ..registry import RENDERERS
-from .options import Backend, RasterizeMode
-from .rasterization import rasterization
+from .options import Backend, RasterizeMode, RasterOptionError, RasterOptions
+from .rasterization import rasterize
+
+_RASTER_KEYS = frozenset(f.name for f in fields(RasterOptions))
 
 
 class RenderOutput(dict):
@@ -64,17 +66,16 @@ class GaussianRenderer:
         absgrad: bool = False
 
         def __post_init__(self) -> None:
-            def bad(key: str, problem: str) -> None:
-                raise OptionError(key, problem, "renderer")
+            try:  # RasterOptions holds the rules; here they only get the key's name in the config
+                self.options(1, 1)
+            except RasterOptionError as err:
+                raise OptionError(err.key, err.problem, "renderer") from None
 
-            if self.tile_size < 1:
-                bad("tile_size", f"must be >= 1, got {self.tile_size}")
-            if not self.eps2d >= 0.0:
-                bad("eps2d", f"must be >= 0, got {self.eps2d}")
-            if not self.radius_clip >= 0.0:
-                bad("radius_clip", f"must be >= 0, got {self.radius_clip}")
-            if not 0.0 < self.near_plane < self.far_plane:
-                bad("near_plane / far_plane", f"must satisfy 0 < near < far, got {self.near_plane} / {self.far_plane}")
+        def options(self, width: int, height: int, **per_call: Any) -> RasterOptions:
+            """The rasterizer options of these keys (those ``RasterOptions`` has: not ``backend``, nor a
+            subclass's own) for one render, with ``per_call`` (``sh_degree``, ``render_mode``, ...) on top."""
+            keys = {f.name: getattr(self, f.name) for f in fields(self) if f.name in _RASTER_KEYS}
+            return RasterOptions(width, height, **{**keys, **per_call})
 
     def __init__(self, config: "GaussianRenderer.Config | None" = None, **_: Any) -> None:
         self.config = config or GaussianRenderer.Config()
@@ -128,14 +129,10 @@ class GaussianRenderer:
         device, dtype = means.device, means.dtype
         viewmats, Ks = _camera_matrices(cameras, device, dtype)
         bg = _to_device(torch.as_tensor(background), device, dtype).reshape(1, 3).expand(len(cameras), 3)
-        cfg = self.config
-        colors, alphas, meta = rasterization(
-            means, params["quats"], params["scales"], params["opacities"], params["colors"],
-            viewmats, Ks, width, height,
-            near_plane=cfg.near_plane, far_plane=cfg.far_plane, radius_clip=cfg.radius_clip,
-            eps2d=cfg.eps2d, sh_degree=params["sh_degree"], backgrounds=bg,
-            render_mode="RGB+ED" if depth else "RGB", rasterize_mode=cfg.rasterize_mode, tile_size=cfg.tile_size,
-            absgrad=cfg.absgrad, backend=cfg.backend,
+        options = self.config.options(width, height, sh_degree=params["sh_degree"], render_mode="RGB+ED" if depth else "RGB")
+        colors, alphas, meta = rasterize(
+            means, params["quats"], params["scales"], params["opacities"], params["colors"], viewmats, Ks, bg,
+            options, self.config.backend,
         )  # fmt: skip
         means2d = meta["means2d"]
         if means2d.requires_grad:
@@ -183,14 +180,11 @@ class GaussianRenderer:
             )
         viewmats, Ks = _camera_matrices(cameras, device, dtype)
         probe = torch.zeros(n, D, device=device, dtype=dtype, requires_grad=True)
-        cfg = self.config
+        options = self.config.options(W, H, absgrad=False)  # RGB of the probe's D channels, no SH
         with torch.enable_grad():
-            image, _, _ = rasterization(
+            image, _, _ = rasterize(
                 means, params["quats"].detach(), params["scales"].detach(), params["opacities"].detach(), probe,
-                viewmats, Ks, W, H,
-                near_plane=cfg.near_plane, far_plane=cfg.far_plane, radius_clip=cfg.radius_clip, eps2d=cfg.eps2d,
-                backgrounds=torch.zeros(C, D, device=device, dtype=dtype), rasterize_mode=cfg.rasterize_mode,
-                tile_size=cfg.tile_size, backend=cfg.backend,
+                viewmats, Ks, torch.zeros(C, D, device=device, dtype=dtype), options, self.config.backend,
             )  # fmt: skip
             (grad,) = torch.autograd.grad(image, probe, grad_outputs=pixel_weights.to(device=device, dtype=dtype))
         return grad

@@ -10,8 +10,8 @@ import datetime
 from html import escape
 from pathlib import Path
 
-from ..atomic_io import atomic_write
 from ..errors import ConfigError, DataError
+from ..io.atomic import atomic_write
 from .charts import curves_section
 from .collect import RunData, collect, option
 from .tables import format_metric, per_view_table, phase_table, summary_table

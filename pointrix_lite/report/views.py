@@ -1,7 +1,7 @@
 """The test views of a run: render, ground truth and an error map per view, shrunk for the page.
 
 Images come from ``renders/test/{render,gt}/<view>.png`` (what ``DefaultTrainer.test`` saves). They
-are shown at most ``max_side`` pixels on the long side (box filter, ``data/images.py``) so that the
+are shown at most ``max_side`` pixels on the long side (box filter, ``io/images.py``) so that the
 page stays a few MB for dozens of views; only the shrunk copies are kept, one view's full-size
 images at a time. The error is computed at full size and then area-averaged to the shown size.
 """
@@ -84,7 +84,7 @@ def png_data_uri(image: np.ndarray, palette: np.ndarray | None = None) -> str:
     """
     if palette is None:
         picture = Image.fromarray(np.ascontiguousarray(image), "RGB")
-        level = 1  # photo-like: zlib 6 is 3x slower for 8 % fewer bytes (data/images.py's write_png says the same)
+        level = 1  # photo-like: zlib 6 is 3x slower for 8 % fewer bytes (io/images.py's write_png says the same)
     else:
         picture = Image.fromarray(np.ascontiguousarray(image, dtype=np.uint8), "P")
         picture.putpalette(palette.astype(np.uint8).ravel().tolist())
@@ -96,7 +96,7 @@ def png_data_uri(image: np.ndarray, palette: np.ndarray | None = None) -> str:
 
 def read_test_views(renders: Path, max_side: int, max_views: int) -> ShownViews:
     """Pairs of ``renders/render/*.png`` and ``renders/gt/*.png`` by file name; at most ``max_views``."""
-    from ..data.images import load_all  # lazy: pointrix_lite.data imports torch; report.py --help stays quick
+    from ..io.images import load_all  # lazy: numpy and PIL load only when views are read; report.py --help stays quick
 
     found = ShownViews()
     names = sorted({p.name for d in (renders / "render", renders / "gt") if d.is_dir() for p in d.glob("*.png")})
@@ -134,7 +134,7 @@ def _read_view(renders: Path, name: str, max_side: int) -> tuple[ViewImages, np.
 
 
 def _shrink(image: np.ndarray | None, max_side: int) -> np.ndarray | None:
-    from ..data.images import downscale  # lazy, as in read_test_views
+    from ..io.images import downscale  # lazy, as in read_test_views
 
     return None if image is None else downscale(image, *shown_size(image.shape[1], image.shape[0], max_side))
 
@@ -143,7 +143,7 @@ def _read(path: Path, what: str, view: ViewImages) -> np.ndarray | None:
     if not path.is_file():
         view.problems.append(f"no {what} image ({path.parent.name}/{path.name} is missing).")
         return None
-    from ..data.images import read_image  # lazy, as in read_test_views
+    from ..io.images import read_image  # lazy, as in read_test_views
 
     try:
         image = read_image(path)

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import OptionError
-from ..engine.hooks.base import Hook
-from ..engine.priority import Priority
 from ..errors import ConfigError
+from ..hook import Hook, Priority
 from ..registry import HOOKS
 
 

@@ -12,7 +12,7 @@
 #   1. first training run on this machine (gsplat's kernels build inside it, announced), 3000 steps of
 #      configs/colmap_cpu.yaml at a GPU's budget (SH 3, MCMC to 1M Gaussians): a trained 1M model
 #   2. pytest -m cuda (gsplat against native, the Triton kernels compiled, CUDA training runs)
-#   3. scripts/bench_gpu_step.py on that model: step time against gsplat's kernel time, this tree and c9f706a
+#   3. python3 -m benchmarks gpu_step on that model: step time against gsplat's kernel time, this tree and c9f706a
 #   4. configs/colmap_gpu.yaml for 7000 steps
 #   5. what colmap_cpu.yaml's multi-view error scores cost per step on the GPU (during densification)
 set -uo pipefail
@@ -60,11 +60,11 @@ BUILD=$(python3 -c "from torch.utils.cpp_extension import _get_build_directory a
 # The files that hold cuda-marked tests (collecting the whole suite would need every dev package there)
 CUDA_TESTS=$(grep -rl --include='test_*.py' -e needs_cuda -e CUDA_ONLY -e ON_CUDA tests)
 want cuda_tests && TAIL=12 stage cuda_tests 120 python3 -m pytest -m cuda -q -ra -p no:cacheprovider $CUDA_TESTS
-want step_bench && TAIL=70 stage step_bench 150 python3 scripts/bench_gpu_step.py --ply /tmp/run_1m/point_cloud.ply --data $SCENE_RUN \
+want step_bench && TAIL=70 stage step_bench 150 python3 -m benchmarks gpu_step --ply /tmp/run_1m/point_cloud.ply --data $SCENE_RUN \
     --tree new=. --tree c9f706a=.devcarry/base_c9f706a --rounds 1 --steps 40
 want ours_7k && TAIL=12 stage ours_7k 170 python3 scripts/train.py --config configs/colmap_gpu.yaml dataset.data_path=$SCENE_RUN \
     trainer.max_steps=7000 exp_dir=/tmp/run_gpu7k
 [ -f /tmp/run_gpu7k/metrics.json ] && { echo "===== ours_7k metrics.json"; cat /tmp/run_gpu7k/metrics.json; } >> "$OUT/all.log"
-want error_scores_bench && TAIL=40 stage error_scores_bench 90 python3 scripts/bench_gpu_step.py --ply /tmp/run_1m/point_cloud.ply --data $SCENE_RUN \
+want error_scores_bench && TAIL=40 stage error_scores_bench 90 python3 -m benchmarks gpu_step --ply /tmp/run_1m/point_cloud.ply --data $SCENE_RUN \
     --start-step 3000 --tree scored=. --tree plain=.+strategy.error_every=0+strategy.error_weight=0.0 --rounds 1 --steps 40
 echo "== done in $(( $(date +%s) - START ))s"

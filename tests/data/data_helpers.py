@@ -11,7 +11,7 @@ import pycolmap
 import torch
 
 from pointrix_lite.data.cameras import Camera, View, blender_c2w_from_viewmat
-from pointrix_lite.data.images import write_png
+from pointrix_lite.io.images import write_png
 
 
 def tree_hash(root: Path) -> str:

@@ -1,4 +1,4 @@
-"""The generated hand-held capture that scripts/bench_sfm.py runs structure from motion on."""
+"""The generated hand-held capture that python -m benchmarks sfm runs structure from motion on."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pointrix_lite.data.colmap_io import read_model
 from pointrix_lite.data.demo.capture import AIM_JITTER, ORBITS, capture_cameras, generate_capture
 from pointrix_lite.data.demo.photo import TARGET
+from pointrix_lite.io.colmap import read_model
 
 
 def test_three_orbits_in_capture_order_aimed_at_the_target():

@@ -16,7 +16,7 @@ from pointrix_lite.data.demo.clutter import build_clutter_scene, generate_clutte
 from pointrix_lite.data.demo.photo import build_photo_scene, photo_cameras
 from pointrix_lite.data.demo.raycast import Box, Cylinder, trace
 from pointrix_lite.data.demo.scene import camera_rays
-from pointrix_lite.data.images import read_image
+from pointrix_lite.io.images import read_image
 from pointrix_lite.registry import DATASETS
 
 W, H, N = 160, 120, 8

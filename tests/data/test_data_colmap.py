@@ -10,9 +10,9 @@ import pytest
 import torch
 from data_helpers import make_pycolmap_scene, pycolmap_viewmat
 
-from pointrix_lite.data.colmap_io import ColmapModel, read_model, write_model
-from pointrix_lite.data.images import write_png
 from pointrix_lite.errors import DataError
+from pointrix_lite.io.colmap import ColmapModel, read_model, write_model
+from pointrix_lite.io.images import write_png
 from pointrix_lite.registry import DATASETS
 
 

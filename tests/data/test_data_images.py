@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from pointrix_lite.data.images import LOAD_THREADS, downscale, load_all
 from pointrix_lite.errors import DataError
+from pointrix_lite.io.images import LOAD_THREADS, downscale, load_all
 
 
 @pytest.mark.parametrize("s", [2, 3, 4, 5])

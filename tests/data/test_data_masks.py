@@ -10,9 +10,9 @@ from data_helpers import make_nerf_scene, make_pycolmap_scene
 from PIL import Image
 
 from pointrix_lite.data.cameras import Camera, View
-from pointrix_lite.data.images import downscale, read_image, write_png
 from pointrix_lite.data.resample import downscale_view
 from pointrix_lite.errors import DataError
+from pointrix_lite.io.images import downscale, read_image, write_png
 from pointrix_lite.registry import DATASETS
 
 

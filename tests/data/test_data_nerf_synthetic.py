@@ -11,9 +11,9 @@ import torch
 from data_helpers import make_nerf_scene
 
 from pointrix_lite.data.cameras import viewmat_from_blender_c2w
-from pointrix_lite.data.images import write_png
 from pointrix_lite.data.pointcloud import PointCloud, write_ply_points
 from pointrix_lite.errors import DataError
+from pointrix_lite.io.images import write_png
 from pointrix_lite.registry import DATASETS
 
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 from data_helpers import make_nerf_scene, make_pycolmap_scene
 
-from pointrix_lite.data.images import write_png
 from pointrix_lite.data.resolution import LONG_SIDE_CAP, PIXEL_BUDGET, auto_scale
 from pointrix_lite.errors import ConfigError
+from pointrix_lite.io.images import write_png
 from pointrix_lite.registry import DATASETS
 
 
@@ -38,7 +38,7 @@ def test_colmap_auto_uses_images_n_with_exact_intrinsics(tmp_path, capsys):
     assert line.startswith("dataset.scale: auto -> 2: training at 500x300, 1/2 of the images' 1000x600") and "\n" not in line
     cam = resized.train_views[0].camera
     assert (cam.width, cam.height, cam.fx, cam.fy, cam.cx, cam.cy) == (500, 300, 450.0, 455.0, 250.25, 149.75)
-    # Held as uint8 (3 bytes a pixel): 300 photos of 1 MP stay under 1 GB (scripts/bench_memory.py).
+    # Held as uint8 (3 bytes a pixel): 300 photos of 1 MP stay under 1 GB (python -m benchmarks memory).
     assert all(v.image.shape == (300, 500, 3) and v.image.dtype == torch.uint8 for v in resized.train_views)
 
     (tmp_path / "images_2").mkdir()
@@ -96,7 +96,7 @@ def test_the_dataset_applies_the_rule_of_the_training_device(tmp_path, capsys):
 
 
 def test_the_trainer_passes_its_device_to_the_dataset(monkeypatch):
-    from pointrix_lite.engine.trainer import _dataset_kw
+    from pointrix_lite.engine.build import _dataset_kw
 
     assert _dataset_kw({"type": "ColmapDataset"}, torch.device("cuda")) == {"device": "cuda"}
 

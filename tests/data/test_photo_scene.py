@@ -15,14 +15,14 @@ import torch
 from data_helpers import tree_hash
 from scipy.spatial.transform import Rotation
 
-from pointrix_lite.data.colmap_io import read_model
 from pointrix_lite.data.demo import photo
 from pointrix_lite.data.demo.photo import build_photo_scene, ensure_photo_scene, generate_photo_scene, photo_cameras
 from pointrix_lite.data.demo.photo_texture import Mip, bilinear, photo_path
 from pointrix_lite.data.demo.raycast import Room, trace
 from pointrix_lite.data.demo.scene import build_scene, camera_rays, render
-from pointrix_lite.data.images import read_image
 from pointrix_lite.errors import DataError
+from pointrix_lite.io.colmap import read_model
+from pointrix_lite.io.images import read_image
 from pointrix_lite.registry import DATASETS
 
 W, H, N = 160, 120, 10

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from pointrix_lite.distributed import params_checksum
-from pointrix_lite.engine.hooks.base import Hook
+from pointrix_lite.hook import Hook
 from pointrix_lite.registry import HOOKS
 
 

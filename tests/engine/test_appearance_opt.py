@@ -229,7 +229,7 @@ def test_demo_keeps_clean_views_at_identity_and_finds_a_spoiled_views_gain(tmp_p
     import_all()  # the real dataset, model, renderer and strategy (the CLI does the same)
     overrides = demo_overrides(tmp_path / "exp", "writers=[]", "trainer.test_at_end=false", "trainer.val_interval=0")
     # lr_final 1 (constant lr): 300 steps show each view ~7 times, too few for the default decay to
-    # 1% to find a gain (scripts/bench_appearance.py measures the defaults over a whole run)
+    # 1% to find a gain (python -m benchmarks appearance measures the defaults over a whole run)
     hooks = ("hooks=[{type: ResolutionScheduleHook, start_factor: 4, full_res_at: 0.3, hold_means_lr: true}, "
              "{type: AppearanceOptHook, lr_final: 1.0}]")
     cfg = load_experiment(REPO / "configs" / "demo.yaml", [*overrides, hooks])

@@ -9,8 +9,8 @@ import yaml
 
 from pointrix_lite.engine.experiment import apply_overrides, load_experiment, save_config
 from pointrix_lite.engine.hooks import Hook
-from pointrix_lite.engine.priority import Priority, get_priority
 from pointrix_lite.errors import ConfigError
+from pointrix_lite.hook import Priority, get_priority
 from pointrix_lite.registry import HOOKS, Registry
 
 

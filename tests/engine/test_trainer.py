@@ -12,7 +12,7 @@ import torch
 
 from pointrix_lite.engine.checkpoint import find_latest, load_checkpoint_file
 from pointrix_lite.engine.hooks import SITES, Hook, NonFiniteLossError
-from pointrix_lite.engine.priority import Priority
+from pointrix_lite.hook import Priority
 
 from .engine_helpers import make_trainer
 
@@ -221,7 +221,7 @@ def test_training_steps_ask_for_depth_only_when_the_model_reads_it() -> None:
     """GaussianModel's loss reads no depth, so its steps render without it (a fourth blended channel
     saved; the same bits otherwise, tests/renderer/test_renderer_component.py); a model that reads
     depth, or that says nothing, keeps it, and a renderer without the flag is called as before."""
-    from pointrix_lite.engine.trainer import _step_render_kw
+    from pointrix_lite.engine.loop import step_render_kw as _step_render_kw
     from pointrix_lite.model.gaussian_model import GaussianModel
     from pointrix_lite.renderer import GaussianRenderer
 

@@ -132,7 +132,7 @@ def test_sog_cuts_sh_filters_and_repeats_bytes(tmp_path):
 
 
 def test_project_decoder_agrees_with_the_test_reader(tmp_path):
-    """pointrix_lite.export.decode_sog (bench_export's reader) against readers.py."""
+    """pointrix_lite.export.decode_sog (the export benchmark's reader) against readers.py."""
     from pointrix_lite.export.decode_sog import read_sog as decode_sog
 
     params = separable_params(500, sh_degree=3, seed=6)

@@ -208,7 +208,7 @@ def test_errors_md_lists_the_spz_frame_messages():
 
 
 def test_project_decoders_agree_with_the_test_readers(tmp_path):
-    """pointrix_lite.export.decode_spz_glb (bench_export's readers, back in RDF) against readers.py."""
+    """pointrix_lite.export.decode_spz_glb (the export benchmark's readers, back in RDF) against readers.py."""
     from pointrix_lite.export.decode_spz_glb import read_glb as decode_glb
     from pointrix_lite.export.decode_spz_glb import read_spz as decode_spz
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from pointrix_lite.data.cameras import rotmat_to_qvec
-from pointrix_lite.data.colmap_io import ColmapCamera, ColmapImage, ColmapModel
 from pointrix_lite.data.demo.capture import capture_cameras
+from pointrix_lite.io.colmap import ColmapCamera, ColmapImage, ColmapModel
 from pointrix_lite.process.compare import compare_cameras
 
 

@@ -22,9 +22,9 @@ import pytest
 
 from pointrix_lite.cli.train import main as train_main
 from pointrix_lite.data.cameras import rotmat_to_qvec
-from pointrix_lite.data.colmap_io import ColmapCamera, ColmapImage, ColmapModel, read_model, write_model
 from pointrix_lite.data.demo.scene import build_scene, camera_ring, render
-from pointrix_lite.data.images import write_png
+from pointrix_lite.io.colmap import ColmapCamera, ColmapImage, ColmapModel, read_model, write_model
+from pointrix_lite.io.images import write_png
 from pointrix_lite.process.compare import centres, robust_similarity
 from pointrix_lite.process.downscale import write_downscaled
 

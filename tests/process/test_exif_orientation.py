@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from pointrix_lite.data.colmap_io import read_model
 from pointrix_lite.data.demo.scene import build_scene, camera_ring, render
 from pointrix_lite.errors import DataError
+from pointrix_lite.io.colmap import read_model
 from pointrix_lite.process import sfm
 from pointrix_lite.process.colmap_import import import_pycolmap
 from pointrix_lite.process.inputs import scan_images

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pointrix_lite.data.colmap_io import read_model
-from pointrix_lite.data.masks import read_mask
 from pointrix_lite.cli import process as cli
+from pointrix_lite.data.masks import read_mask
+from pointrix_lite.io.colmap import read_model
 from pointrix_lite.process import sfm
 from pointrix_lite.process.colmap_import import import_pycolmap
 from pointrix_lite.process.masks import undistort_masks, write_colmap_masks

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pointrix_lite.data.colmap_io import read_model
+from pointrix_lite.io.colmap import read_model
 from pointrix_lite.process.colmap_import import import_pycolmap
 from pointrix_lite.process.undistort import undistort
 

@@ -1,4 +1,4 @@
-"""``scripts/bench_scenes.py``'s trained-model scenes (``ply:PLY@COLMAP[#I]``): the PLY's Gaussians,
+"""``benchmarks/scenes.py``'s trained-model scenes (``ply:PLY@COLMAP[#I]``): the PLY's Gaussians,
 activated, seen from the COLMAP view the name picks, in the model's frame when the run turned it."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks/ is run from the checkout, not installed
 
-from bench_scenes import check_scene, ply_scene, scene_info  # noqa: E402
+from benchmarks.scenes import check_scene, ply_scene, scene_info  # noqa: E402
 
-from pointrix_lite.data.colmap_io import ColmapCamera, ColmapImage, ColmapModel, write_model  # noqa: E402
+from pointrix_lite.io.colmap import ColmapCamera, ColmapImage, ColmapModel, write_model  # noqa: E402
 from pointrix_lite.io.ply import save_ply  # noqa: E402
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from pointrix_lite.renderer.options import RasterOptions
 from pointrix_lite.renderer.torch_backend.projection import project_gaussians
 from pointrix_lite.renderer.torch_backend.sh import sh_to_color
 
@@ -77,7 +78,8 @@ def test_projection_matches_torch(aa: bool) -> None:
     Ks = torch.tensor([[100.0, 0, 60], [0, 100.0, 45], [0, 0, 1]]).repeat(2, 1, 1)
     args = (W, H, 0.3, 0.01, 1e10, 0.0, aa)
 
-    radii, m2d, depths, conics, comps = ProjectGaussians.apply(means, quats, scales, opac, view, Ks, *args)
+    options = RasterOptions(W, H, rasterize_mode="antialiased" if aa else "classic")  # the same values as args
+    radii, m2d, depths, conics, comps = ProjectGaussians.apply(means, quats, scales, opac, view, Ks, options)
     ref = project_gaussians(means, quats, scales, opac, view, Ks, *args)
     assert torch.equal(radii, ref.radii)
     seen = radii[..., 0] > 0

@@ -48,3 +48,39 @@ def test_options_are_frozen_and_answer_the_mode_questions() -> None:
     assert o.appends_depth and o.expected_depth and o.antialiased and not o.depth_only
     d = RasterOptions(4, 3, render_mode="D")
     assert d.depth_only and not d.expected_depth and not d.appends_depth and not d.antialiased
+
+
+@pytest.mark.parametrize(
+    "options, key, problem",
+    [
+        (dict(tile_size=0), "tile_size", "must be >= 1, got 0"),
+        (dict(eps2d=-1.0), "eps2d", "must be >= 0, got -1.0"),
+        (dict(radius_clip=float("nan")), "radius_clip", "must be >= 0, got nan"),
+        (dict(near_plane=2.0, far_plane=1.0), "near_plane / far_plane", "must satisfy 0 < near < far, got 2.0 / 1.0"),
+        (dict(rasterize_mode="aa"), "rasterize_mode", "must be one of classic, antialiased, got 'aa'"),
+    ],
+)
+def test_the_renderer_config_refuses_by_the_same_rules(options, key, problem) -> None:
+    """One rule per option (RasterOptions); the config only names the key where the user wrote it."""
+    import pickle
+
+    from pointrix_lite.config import OptionError
+    from pointrix_lite.renderer.options import RasterOptionError
+    from pointrix_lite.renderer.renderer import GaussianRenderer
+
+    with pytest.raises(OptionError) as err:
+        GaussianRenderer.Config(**options)
+    assert str(err.value) == f"renderer.{key}: {problem}"
+    with pytest.raises(RasterOptionError) as raw:
+        RasterOptions(4, 3, **options)
+    assert (raw.value.key, raw.value.problem) == (key, problem)
+    assert str(pickle.loads(pickle.dumps(raw.value))) == str(raw.value)
+
+
+def test_the_renderer_config_hands_its_keys_to_the_options() -> None:
+    from pointrix_lite.renderer.renderer import GaussianRenderer
+
+    config = GaussianRenderer.Config(backend="torch", eps2d=0.1, tile_size=8, absgrad=True, rasterize_mode="antialiased")
+    assert config.options(40, 30, sh_degree=3) == RasterOptions(
+        40, 30, eps2d=0.1, tile_size=8, absgrad=True, rasterize_mode="antialiased", sh_degree=3
+    )

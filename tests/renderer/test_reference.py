@@ -405,7 +405,7 @@ def test_native_and_auto_dispatch_to_the_native_module(monkeypatch) -> None:
             return True
 
         @staticmethod
-        def rasterize_native(*args, **kwargs):
+        def STAGES(*args, **kwargs):  # the native backend's pipeline.Stages, called as the pipeline
             calls.append((args, kwargs))
             return "native-result"
 

@@ -1,4 +1,4 @@
-"""A hand-held photo capture of the photo scene, for structure-from-motion benchmarks (``scripts/bench_sfm.py``).
+"""A hand-held photo capture of the photo scene, for structure-from-motion benchmarks (``python -m benchmarks sfm``).
 
 What a person with a phone does around an object: three orbits at rising heights, one after the other,
 photos named in the order they were taken (``IMG_0001.jpg`` ...), saved as JPEG, each aimed and placed a
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ...io.colmap import write_model
 from ..cameras import look_at
-from ..colmap_io import write_model
 from .make import ensure_generated, pinhole_model
 from .photo import FOCAL, LIGHTING, TARGET, WIDTH, build_photo_scene
 from .scene import DemoCamera, render

@@ -1,6 +1,6 @@
 """The clutter benchmark scene: the photo scene plus what real captures have and it lacks.
 
-``scripts/bench_train.py --scene clutter``. The photo scene (:mod:`.photo`) has photo detail at every
+``python -m benchmarks train --scene clutter``. The photo scene (:mod:`.photo`) has photo detail at every
 scale but only solid, compact objects in front of distant walls. Here the same room and objects get:
 
 * **thin structures**: 14 poles 2.4 to 8 cm across (2 to 12 px at 400 wide from the camera ring) and

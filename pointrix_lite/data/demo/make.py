@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ...io.colmap import ColmapCamera, ColmapImage, ColmapModel, write_model
+from ...io.images import write_png
 from ..cameras import blender_c2w_from_viewmat, rotmat_to_qvec
-from ..colmap_io import ColmapCamera, ColmapImage, ColmapModel, write_model
-from ..images import write_png
 from ..pointcloud import PointCloud, write_ply_points
 from .raycast import Primitive
 from .scene import DEMO_LIGHTING, DemoCamera, Lighting, build_scene, camera_ring, render, sample_surface_points

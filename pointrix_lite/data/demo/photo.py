@@ -1,6 +1,6 @@
 """The photo benchmark scene: scikit-image's sample photos on ray-cast solids in a walled room.
 
-Harder than the demo on purpose (``scripts/bench_train.py --scene photo``): photos have detail at every
+Harder than the demo on purpose (``python -m benchmarks train --scene photo``): photos have detail at every
 scale, where the demo's procedural textures are smooth between a few edges, and the walls and floor
 fill every pixel, so the background is real geometry to learn rather than a constant colour. Five
 solids stand on a gravel floor in a 12 x 12 room whose walls show two photos, bricks and grass; 56

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import DataError
-from ..images import read_image
+from ...io.images import read_image
 from .raycast import Primitive, Texture
 
 # The PNG sample photos that scikit-image ships inside its wheel. skimage.data's loaders fetch the other

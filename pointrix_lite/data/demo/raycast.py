@@ -155,8 +155,8 @@ class Box(Primitive):
 
 
 @dataclass
-class Cylinder(Primitive):
-    """Vertical cylinder standing on z = 0 with a top cap."""
+class _Upright(Primitive):
+    """A solid about a vertical axis through ``base``, standing on z = 0: its size and bounds."""
 
     base: tuple[float, float] = (0.0, 0.0)
     radius: float = 0.5
@@ -164,6 +164,11 @@ class Cylinder(Primitive):
 
     def bounds(self):
         return np.array([*self.base, self.height / 2]), math.hypot(self.radius, self.height / 2)
+
+
+@dataclass
+class Cylinder(_Upright):
+    """Vertical cylinder standing on z = 0 with a top cap."""
 
     def intersect(self, o, d):
         q = o[:, :2] - np.asarray(self.base)
@@ -182,15 +187,8 @@ class Cylinder(Primitive):
 
 
 @dataclass
-class Cone(Primitive):
+class Cone(_Upright):
     """Upright cone: base disc of ``radius`` on z = 0, apex at ``height`` above ``base``."""
-
-    base: tuple[float, float] = (0.0, 0.0)
-    radius: float = 0.5
-    height: float = 1.0
-
-    def bounds(self):
-        return np.array([*self.base, self.height / 2]), math.hypot(self.radius, self.height / 2)
 
     def intersect(self, o, d):
         k2 = (self.radius / self.height) ** 2

@@ -1,22 +1,29 @@
-"""Hooks: the :class:`Hook` base, the site list and the built-in hooks (registered in ``HOOKS``).
+"""Hooks: the trainer's own hooks (registered in ``HOOKS``), how they are built, and re-exports.
 
-Hooks that belong to a package above the engine live there (``PlyExportHook`` in ``export/``,
-``ViewerHook`` in ``viewer/``); ``pointrix_lite.components`` imports those packages so YAML can name them.
+Every hook lives with the feature it serves: the trainer's own (logging, checkpoints, NaN guard,
+timing, profiling) here; ``PoseOptHook`` and ``AppearanceOptHook`` in ``model/``,
+``ResolutionScheduleHook`` in ``data/``, ``PlyExportHook`` in ``export/``, ``ViewerHook`` in
+``viewer/``. The :class:`Hook` base, :data:`SITES` and priorities are in ``pointrix_lite/hook/``,
+below all of them. This package re-exports them and the hooks below the engine, so
+``from pointrix_lite.engine.hooks import Hook, PoseOptHook`` keeps working;
+``pointrix_lite.components`` imports ``export/`` and ``viewer/`` so YAML can name their hooks.
 """
 
-from .appearance_opt_hook import AppearanceOptHook
-from .base import SITES, Hook
+from ...data.resolution_hook import ResolutionScheduleHook
+from ...hook import HOOK_ENGINE_KEYS, SITES, Hook, Priority, get_priority, priority_name
+from ...model.appearance_hook import AppearanceOptHook
+from ...model.pose_hook import PoseOptHook
 from .builder import build_hooks, format_hook_table, sort_hooks
 from .checkpoint_hook import CheckPointHook
 from .iter_timer_hook import IterTimerHook
 from .log_hook import LogHook
 from .nan_guard_hook import NaNGuardHook, NonFiniteLossError
-from .pose_opt_hook import PoseOptHook
 from .profiler_hook import ProfilerHook
-from .resolution_hook import ResolutionScheduleHook
 from .signature import HookSignatureError, check_hook_class
 
 __all__ = [
-    "SITES", "AppearanceOptHook", "Hook", "HookSignatureError", "build_hooks", "check_hook_class", "format_hook_table", "sort_hooks", "CheckPointHook", "IterTimerHook",
-    "LogHook", "NaNGuardHook", "NonFiniteLossError", "PoseOptHook", "ProfilerHook", "ResolutionScheduleHook",
+    "HOOK_ENGINE_KEYS", "SITES", "AppearanceOptHook", "Hook", "HookSignatureError", "Priority", "build_hooks",
+    "check_hook_class", "format_hook_table", "get_priority", "priority_name", "sort_hooks", "CheckPointHook",
+    "IterTimerHook", "LogHook", "NaNGuardHook", "NonFiniteLossError", "PoseOptHook", "ProfilerHook",
+    "ResolutionScheduleHook",
 ]

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ...errors import ConfigError
-from ...registry import HOOKS
-from ..priority import get_priority, priority_name
-from .base import HOOK_ENGINE_KEYS, SITES, Hook
+from ...registry import HOOKS, Component
+from ...hook.priority import get_priority, priority_name
+from ...hook.base import HOOK_ENGINE_KEYS, SITES, Hook
 from .resolve import check_once
 
 
@@ -16,11 +17,12 @@ def sort_hooks(hooks: Iterable[Hook]) -> list[Hook]:
     return sorted(hooks, key=lambda h: h.priority)
 
 
-def build_hooks(entries: Iterable[dict[str, Any]]) -> list[Hook]:
+def build_hooks(entries: Iterable[Mapping[str, Any]]) -> list[Hook]:
     """Resolved ``hooks`` entries (see ``resolve.resolve_hooks``) -> enabled hooks, sorted.
 
-    Hooks are not bound to a trainer here (``--show-hooks`` builds them without one); the
-    trainer sets ``hook.trainer`` itself.
+    A resolved entry (a :class:`Component`) was checked while the config loaded and its Config
+    is passed on as it is; a plain mapping (a hook list written in Python) is checked here.
+    Hooks are not bound to a trainer here (``--show-hooks`` builds them without one).
 
     Raises:
         ConfigError: unknown type or option; ``HookSignatureError`` for a site the trainer could
@@ -31,13 +33,16 @@ def build_hooks(entries: Iterable[dict[str, Any]]) -> list[Hook]:
         if not entry.get("enabled", True):
             continue
         type_name = entry["type"]
+        where = f"hooks.{type_name}"
+        resolved = isinstance(entry, Component)
         options = {k: v for k, v in entry.items() if k not in HOOK_ENGINE_KEYS}
-        hook = HOOKS.build({"type": type_name, **options}, f"hooks.{type_name}")
+        hook = HOOKS.build(entry if resolved else {"type": type_name, **options}, where)
         if not isinstance(hook, Hook):
-            raise ConfigError(f"hooks.{type_name}: registered class is not a pointrix_lite Hook subclass")
-        check_once(type(hook), f"hooks.{type_name}")  # a no-op for entries resolve_hooks checked
+            raise ConfigError(f"{where}: registered class is not a pointrix_lite Hook subclass")
+        if not resolved:  # a resolved entry's class was checked when it resolved
+            check_once(type(hook), where)
         if "priority" in entry:
-            hook.priority = get_priority(entry["priority"], f"hooks.{type_name}.priority")
+            hook.priority = get_priority(entry["priority"], f"{where}.priority")
         hooks.append(hook)
     return sort_hooks(hooks)
 

@@ -8,10 +8,9 @@ from typing import Any, Literal, Optional
 
 from ...config import OptionError
 from ...errors import ConfigError
+from ...hook import Hook, Priority
 from ...registry import HOOKS
 from ..checkpoint import CHECKPOINT_DIR, checkpoint_name
-from ..priority import Priority
-from .base import Hook
 
 BEST_NAME = "best.pth"
 HOME = "hooks.CheckPointHook"  # where a config built in Python says its errors are

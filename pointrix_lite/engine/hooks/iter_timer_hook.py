@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import time
 
+from ...hook import Hook, Priority
 from ...registry import HOOKS
-from ..priority import Priority
-from .base import Hook
 
 
 @HOOKS.register()

@@ -12,9 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ...config import OptionError
+from ...hook import Hook, Priority
 from ...registry import HOOKS
-from ..priority import Priority
-from .base import Hook
 
 
 def _float(value: Any) -> float | None:

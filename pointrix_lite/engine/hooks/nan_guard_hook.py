@@ -9,10 +9,9 @@ import torch
 
 from ...config import OptionError
 from ...errors import PointrixError
+from ...hook import Hook, Priority
 from ...registry import HOOKS
 from ..checkpoint import find_latest
-from ..priority import Priority
-from .base import Hook
 
 
 class NonFiniteLossError(PointrixError):

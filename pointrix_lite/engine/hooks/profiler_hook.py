@@ -8,9 +8,8 @@ from pathlib import Path
 import torch
 
 from ...config import OptionError, check_relative_path
+from ...hook import Hook, Priority
 from ...registry import HOOKS
-from ..priority import Priority
-from .base import Hook
 
 
 @HOOKS.register()

@@ -14,11 +14,10 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ...config import to_dict
 from ...errors import ConfigError
-from ...registry import HOOKS
-from ..priority import get_priority, priority_name
-from .base import HOOK_ENGINE_KEYS
+from ...registry import HOOKS, Component
+from ...hook.priority import get_priority, priority_name
+from ...hook.base import HOOK_ENGINE_KEYS
 from .signature import check_hook_class
 
 # Hooks every run has unless a `hooks:` entry says `enabled: false` (see docs/extending.md).
@@ -110,7 +109,7 @@ def _priority_for_yaml(value: int) -> str | int:
     return value if name.isdigit() else name  # a level name when there is one, else the int
 
 
-def resolve_hooks(hooks: Any, shorthands: Optional[Mapping[str, Any]] = None) -> list[dict[str, Any]]:
+def resolve_hooks(hooks: Any, shorthands: Optional[Mapping[str, Any]] = None) -> list[Component]:
     """Merge default hooks, the user's ``hooks:`` (list or mapping) and shorthand keys into one resolved list.
 
     Order: the default hooks first (in :data:`DEFAULT_HOOKS` order), then the user's other hooks
@@ -152,18 +151,15 @@ def resolve_hooks(hooks: Any, shorthands: Optional[Mapping[str, Any]] = None) ->
     return [_resolve_entry(entry, origin[key]) for key, entry in merged.items()]
 
 
-def _resolve_entry(entry: dict[str, Any], origin: str) -> dict[str, Any]:
+def _resolve_entry(entry: dict[str, Any], origin: str) -> Component:
     """One merged entry -> its resolved form, every option checked and the class's sites too."""
     type_name = entry["type"]
     where = origin if not origin.startswith("default") else f"hooks.{type_name}"
     cls = HOOKS.get(type_name)
     check_once(cls, where)  # before the data loads
     options = {k: v for k, v in entry.items() if k not in HOOK_ENGINE_KEYS}
-    config = HOOKS.config_of({"type": type_name, **options}, where)
     priority = entry.get("priority", getattr(cls, "priority", 50))
-    return {
-        "type": type_name,
-        "priority": _priority_for_yaml(get_priority(priority, f"{where}.priority")),
-        "enabled": entry.get("enabled", True),
-        **(to_dict(config) if config is not None else {}),
-    }
+    return HOOKS.resolve(
+        {"type": type_name, **options}, where,
+        priority=_priority_for_yaml(get_priority(priority, f"{where}.priority")), enabled=entry.get("enabled", True),
+    )  # fmt: skip

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError
-from .base import SITES, Hook
+from ...hook import SITES, Hook
 
 PORTING_DOC = "docs/porting.md#hook-sites-and-their-arguments"
 

@@ -10,9 +10,9 @@ from typing import Callable, Optional
 
 from ._build import build_pending, isa_level, load_extension
 from ._build import unavailable_reason as _reason
-from .api import rasterization_native, rasterize_native
+from .api import STAGES, rasterization_native
 
-__all__ = ["rasterization_native", "rasterize_native", "is_available", "unavailable_reason", "prepare", "isa_level", "isa_line",
+__all__ = ["STAGES", "rasterization_native", "is_available", "unavailable_reason", "prepare", "isa_level", "isa_line",
            "BUILD_MESSAGE", "FALLBACK_LINE", "check_usable"]  # fmt: skip
 
 BUILD_MESSAGE = "building the native CPU rasterizer (first run only) ..."

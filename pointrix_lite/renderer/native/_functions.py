@@ -11,6 +11,7 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
+from ..options import RasterOptions
 from ._build import load_extension
 
 
@@ -29,21 +30,22 @@ _EMPTY = torch.empty(0)
 class ProjectGaussians(torch.autograd.Function):
     """EWA projection: (means, quats, scales, viewmats) -> radii, means2d, depths, conics, compensations.
 
-    Opacities only pick the culling threshold and box size (no gradient), as in gsplat.
+    Opacities only pick the culling threshold and box size (no gradient), as in gsplat. Compensations
+    are computed (and opacities scaled by them for culling) when ``options.antialiased``.
     """
 
     @staticmethod
     def forward(  # type: ignore[override]
         ctx: Any, means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, viewmats: Tensor,
-        Ks: Tensor, width: int, height: int, eps2d: float, near_plane: float, far_plane: float,
-        radius_clip: float, calc_compensations: bool,
+        Ks: Tensor, options: RasterOptions,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
+        o = options
         radii, means2d, depths, conics, comps = _ext().project_fwd(
-            means, quats, scales, opacities, viewmats, Ks, width, height, eps2d, near_plane, far_plane,
-            radius_clip, calc_compensations,
+            means, quats, scales, opacities, viewmats, Ks, o.width, o.height, o.eps2d, o.near_plane, o.far_plane,
+            o.radius_clip, o.antialiased,
         )  # fmt: skip
         ctx.save_for_backward(means, quats, scales, viewmats, Ks, radii, conics, comps)
-        ctx.args = (width, height, eps2d, calc_compensations)
+        ctx.options = o
         ctx.mark_non_differentiable(radii)
         return radii, means2d, depths, conics, comps
 
@@ -52,11 +54,11 @@ class ProjectGaussians(torch.autograd.Function):
         ctx: Any, v_radii: Tensor, v_means2d: Tensor, v_depths: Tensor, v_conics: Tensor, v_comps: Tensor
     ) -> tuple[Optional[Tensor], ...]:
         means, quats, scales, viewmats, Ks, radii, conics, comps = ctx.saved_tensors
-        width, height, eps2d, calc_comp = ctx.args
+        o = ctx.options
         v_means, v_quats, v_scales, v_viewmats = _ext().project_bwd(
-            means, quats, scales, viewmats, Ks, width, height, eps2d, radii, conics, comps,
+            means, quats, scales, viewmats, Ks, o.width, o.height, o.eps2d, radii, conics, comps,
             v_means2d.contiguous(), v_depths.contiguous(), v_conics.contiguous(),
-            v_comps.contiguous() if calc_comp else _EMPTY, calc_comp, ctx.needs_input_grad[4],
+            v_comps.contiguous() if o.antialiased else _EMPTY, o.antialiased, ctx.needs_input_grad[4],
         )  # fmt: skip
         return (
             v_means if ctx.needs_input_grad[0] else None,
@@ -64,46 +66,49 @@ class ProjectGaussians(torch.autograd.Function):
             v_scales if ctx.needs_input_grad[2] else None,
             None,
             v_viewmats if ctx.needs_input_grad[4] else None,
-        ) + (None,) * 8
+            None,
+            None,
+        )
 
 
 class RasterizePixels(torch.autograd.Function):
     """Front-to-back alpha compositing of binned 2D Gaussians -> colors [C,H,W,D], alphas [C,H,W,1].
 
-    ``bins`` = (tile_offsets, flatten_ids, gauss_offsets, slot_by_pos) from ``bin_tiles``.
+    ``bins`` = (tile_offsets, flatten_ids, gauss_offsets, slot_by_pos) from ``bin_tiles``; ``options``
+    gives the image and tile size and ``absgrad`` (then ``means2d.absgrad`` [C, N, 2] is set in backward).
     ``stats`` (a dict) receives ``n_evaluations``: (Gaussian, pixel) alpha evaluations done.
     """
 
     @staticmethod
     def forward(  # type: ignore[override]
         ctx: Any, means2d: Tensor, conics: Tensor, colors: Tensor, opacities: Tensor,
-        backgrounds: Optional[Tensor], bins: tuple[Tensor, ...], width: int, height: int, tile_size: int,
-        absgrad: bool, stats: dict,
+        backgrounds: Optional[Tensor], bins: tuple[Tensor, ...], options: RasterOptions, stats: dict,
     ) -> tuple[Tensor, Tensor]:  # fmt: skip
+        o = options
         tile_offsets, flatten_ids = bins[0], bins[1]
         bg = _EMPTY if backgrounds is None else backgrounds
         out_c, out_a, T_final, last_ids, contrib, n_evals = _ext().raster_fwd(
-            means2d, conics, colors, opacities, bg, width, height, tile_size, tile_offsets, flatten_ids
+            means2d, conics, colors, opacities, bg, o.width, o.height, o.tile_size, tile_offsets, flatten_ids
         )
         stats["n_evaluations"] = n_evals
         ctx.save_for_backward(means2d, conics, colors, opacities, bg, *bins, T_final, last_ids, contrib)
-        ctx.args = (width, height, tile_size, absgrad)
+        ctx.options = o
         return out_c, out_a
 
     @staticmethod
     def backward(ctx: Any, v_colors: Tensor, v_alphas: Tensor) -> tuple[Optional[Tensor], ...]:  # type: ignore[override]
         means2d, conics, colors, opacities, bg, t_off, f_ids, g_off, pos, T_final, last_ids, contrib = ctx.saved_tensors
-        width, height, tile_size, absgrad = ctx.args
+        o = ctx.options
         v_m2d, v_con, v_col, v_op, v_abs = _ext().raster_bwd(
-            means2d, conics, colors, opacities, bg, width, height, tile_size, t_off, f_ids, g_off, pos,
-            T_final, last_ids, contrib, v_colors.float(), v_alphas.float(), absgrad,  # strided reads, no copy
+            means2d, conics, colors, opacities, bg, o.width, o.height, o.tile_size, t_off, f_ids, g_off, pos,
+            T_final, last_ids, contrib, v_colors.float(), v_alphas.float(), o.absgrad,  # strided reads, no copy
         )  # fmt: skip
-        if absgrad:
+        if o.absgrad:
             means2d.absgrad = v_abs  # read by densification, as gsplat does
         v_bg = None
         if ctx.needs_input_grad[4]:
             v_bg = (v_colors * T_final[..., None]).sum(dim=(1, 2))
-        return v_m2d, v_con, v_col, v_op, v_bg, None, None, None, None, None, None
+        return v_m2d, v_con, v_col, v_op, v_bg, None, None, None
 
 
 class SHColors(torch.autograd.Function):

@@ -347,12 +347,36 @@ plr::SsimArgs ssim_args(const Tensor &x, const Tensor &y, const Tensor &taps, do
     return a;
 }
 
-// x, y [P,H,W] -> (sum of the SSIM map, its partial-derivative maps d_mu, d_xx, d_xy [P,H,W]
-// or empty when with_grad is false, sum of |x - y| when with_l1 else 0).
-std::tuple<double, Tensor, Tensor, Tensor, double> ssim_fwd(const Tensor &x, const Tensor &y, const Tensor &taps,
-                                                            double c1, double c2, bool valid, bool with_grad,
-                                                            bool with_l1) {
+// A training mask [B,H,W] (bool or uint8, 0 = ignore) over images of `planes` planes [B*C,H,W]
+// of H x W, or nullptr for None.
+const uint8_t *ssim_mask(const c10::optional<Tensor> &mask, int64_t planes, int64_t H, int64_t W) {
+    if (!mask.has_value()) return nullptr;
+    const Tensor &m = *mask;
+    TORCH_CHECK(m.device().is_cpu() && (m.scalar_type() == at::kBool || m.scalar_type() == at::kByte),
+                "ssim mask must be a bool or uint8 CPU tensor");
+    TORCH_CHECK(m.is_contiguous() && m.dim() == 3 && m.size(1) == H && m.size(2) == W && m.size(0) > 0 &&
+                    planes % m.size(0) == 0,
+                "ssim mask must be a contiguous [B,H,W] matching the images");
+    return static_cast<const uint8_t *>(m.data_ptr());
+}
+
+// ssim_args plus the mask (a.mask stays nullptr for None).
+plr::SsimArgs masked_ssim_args(const Tensor &x, const Tensor &y, const Tensor &taps, double c1, double c2,
+                               bool valid, const c10::optional<Tensor> &mask) {
     auto a = ssim_args(x, y, taps, c1, c2, valid);
+    a.mask = ssim_mask(mask, a.P, a.H, a.W);
+    if (a.mask) a.mask_channels = static_cast<int>(a.P / mask->size(0));
+    return a;
+}
+
+// x, y [P,H,W] -> (sum of the SSIM map, its partial-derivative maps d_mu, d_xx, d_xy [P,H,W]
+// or empty when with_grad is false, sum of |x - y| when with_l1 else 0, the number of map values
+// and of L1 values summed). With a mask [B,H,W] (x, y zeroed under it by ssim_planes) the sums,
+// the counts and the derivatives skip the ignored pixels.
+std::tuple<double, Tensor, Tensor, Tensor, double, int64_t, int64_t> ssim_fwd(
+    const Tensor &x, const Tensor &y, const Tensor &taps, double c1, double c2, bool valid, bool with_grad,
+    bool with_l1, const c10::optional<Tensor> &mask) {
+    auto a = masked_ssim_args(x, y, taps, c1, c2, valid, mask);
     const size_t items = static_cast<size_t>(plr::ssim_items(a));
     std::vector<double> partial(items), l1_partial(with_l1 ? items : 0);
     Tensor d_mu = with_grad ? empty_large(x.sizes(), x.options()) : Tensor();
@@ -364,15 +388,17 @@ std::tuple<double, Tensor, Tensor, Tensor, double> ssim_fwd(const Tensor &x, con
     double sum = 0.0, l1 = 0.0;
     for (double s : partial) sum += s;  // fixed order: independent of the thread count
     for (double s : l1_partial) l1 += s;
-    return {sum, d_mu, d_xx, d_xy, l1};
+    int64_t map_count = 0, all_count = 0;
+    plr::ssim_counts(a, &map_count, &all_count);
+    return {sum, d_mu, d_xx, d_xy, l1, map_count, all_count};
 }
 
 // scale * d(sum of the map)/dx + l1_scale * sign(x - y): [P,H,W], or with
-// out_channels = C > 0 the images' own layout [P/C,H,W,C].
+// out_channels = C > 0 the images' own layout [P/C,H,W,C]; 0 under the mask.
 Tensor ssim_bwd(const Tensor &x, const Tensor &y, const Tensor &taps, double c1, double c2, bool valid,
                 double scale, const Tensor &d_mu, const Tensor &d_xx, const Tensor &d_xy, double l1_scale,
-                int64_t out_channels) {
-    auto a = ssim_args(x, y, taps, c1, c2, valid);
+                int64_t out_channels, const c10::optional<Tensor> &mask) {
+    auto a = masked_ssim_args(x, y, taps, c1, c2, valid, mask);
     check(d_mu, "ssim d_mu", 3);
     check(d_xx, "ssim d_xx", 3);
     check(d_xy, "ssim d_xy", 3);
@@ -387,17 +413,20 @@ Tensor ssim_bwd(const Tensor &x, const Tensor &y, const Tensor &taps, double c1,
 }
 
 // Images [B,H,W,C] (float32, or uint8 holding value * 255; any strides) as
-// the SSIM kernels' planes [B*C,H,W] float32, converted in parallel.
-Tensor ssim_planes(const Tensor &img) {
+// the SSIM kernels' planes [B*C,H,W] float32, converted in parallel; 0 where
+// the mask [B,H,W] (optional) is 0.
+Tensor ssim_planes(const Tensor &img, const c10::optional<Tensor> &mask) {
     TORCH_CHECK(img.device().is_cpu() && img.dim() == 4, "ssim images must be [B,H,W,C] CPU tensors");
     TORCH_CHECK(img.scalar_type() == at::kFloat || img.scalar_type() == at::kByte, "ssim images must be float32 or uint8");
     const int64_t B = img.size(0), H = img.size(1), W = img.size(2), C = img.size(3);
+    const uint8_t *keep = ssim_mask(mask, B, H, W);
+    TORCH_CHECK(!keep || mask->size(0) == B, "ssim mask must have one [H,W] per image");
     Tensor out = empty_large({B * C, H, W}, img.options().dtype(at::kFloat));
     const int64_t st[4] = {img.stride(0), img.stride(1), img.stride(2), img.stride(3)};
     if (img.scalar_type() == at::kByte)
-        plr::to_planes(img.data_ptr<uint8_t>(), st, B, H, W, C, out.data_ptr<float>(), threads());
+        plr::to_planes(img.data_ptr<uint8_t>(), st, B, H, W, C, out.data_ptr<float>(), threads(), keep);
     else
-        plr::to_planes(img.data_ptr<float>(), st, B, H, W, C, out.data_ptr<float>(), threads());
+        plr::to_planes(img.data_ptr<float>(), st, B, H, W, C, out.data_ptr<float>(), threads(), keep);
     return out;
 }
 

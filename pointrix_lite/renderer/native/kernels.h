@@ -131,9 +131,16 @@ struct SsimArgs {
     bool valid;           // true: only pixels whose window fits count (else zero padding)
     int nthreads;
     int out_channels = 0;  // ssim_bwd's v_x: 0 planes [P,H,W]; C: channels last [P/C,H,W,C]
+    // Training mask [P/mask_channels,H,W] (nullable; 0 = ignore the pixel): x and y must be zero
+    // there (to_planes' mask), the map and its gradient then run over the kept pixels only.
+    const uint8_t *mask = nullptr;
+    int mask_channels = 1;  // planes per mask image (the images' channels)
 };
 // Number of work items (size of ssim_fwd's partial_sums).
 int64_t ssim_items(const SsimArgs &a);
+// The number of SSIM-map values the mean is over (map_count: those inside "valid") and of
+// L1 values (all_count): every one, or with a mask the kept ones.
+void ssim_counts(const SsimArgs &a, int64_t *map_count, int64_t *all_count);
 // partial_sums [ssim_items]: SSIM-map sums per item (the map's mean is their
 // sum / count); d_mu, d_xx, d_xy [P,H,W] (nullable together): the map's
 // partial derivatives w.r.t. the blurred mu_x, E[x^2], E[xy] (0 outside valid);
@@ -146,8 +153,10 @@ void ssim_bwd(const SsimArgs &a, float scale, const float *d_mu, const float *d_
               const float *d_xy, float *v_x, float l1_scale = 0.f);
 
 // [B,H,W,C] (element strides st) -> the SSIM kernels' planes dst [B*C,H,W]:
-// float32 as it is, uint8 as value / 255 (View.float_image's numbers).
+// float32 as it is, uint8 as value / 255 (View.float_image's numbers); 0 where
+// mask [B,H,W] (nullable) is 0.
 template <class T>
-void to_planes(const T *src, const int64_t st[4], int B, int H, int W, int C, float *dst, int nthreads);
+void to_planes(const T *src, const int64_t st[4], int B, int H, int W, int C, float *dst, int nthreads,
+               const uint8_t *mask = nullptr);
 
 }  // namespace plr

@@ -13,6 +13,12 @@
 // store them once: adding each tap into a row in memory made the passes
 // store-bound (K stores per output value). Each value is still summed tap by
 // tap in k order from 0.
+//
+// A training mask (SsimArgs::mask, 0 = ignore the pixel) reproduces model/loss.py's
+// masked SSIM: to_planes zeroes both images under it (like the zero padding past
+// the border), the forward drops those pixels' map values and partial
+// derivatives (so the sum and the gradient run over kept pixels only), and the
+// backward zeroes their gradient (the zeroed input has no slope there).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -160,9 +166,54 @@ bool in_valid_rows(const SsimArgs &a, int row) {
     return !a.valid || (row >= r && row < a.H - r);
 }
 
+// Row `row` of the mask of plane p (nonzero keeps a pixel), or nullptr without a mask.
+inline const uint8_t *keep_row(const SsimArgs &a, int64_t p, int row) {
+    if (!a.mask) return nullptr;
+    return a.mask + (p / a.mask_channels * a.H + row) * static_cast<int64_t>(a.W);
+}
+
+// v[c] = 0 where keep[c] is 0 (a select with an unconditional store: the compiler vectorises it).
+inline void zero_ignored(const uint8_t *__restrict keep, int W, float *__restrict v) {
+    for (int c = 0; c < W; ++c) v[c] = keep[c] ? v[c] : 0.f;
+}
+
+// An ignored pixel adds nothing: its map value and (d_mu non-null) partial derivatives become 0.
+inline void drop_ignored(const uint8_t *keep, int W, float *s_row, float *d_mu, float *d_xx, float *d_xy) {
+    zero_ignored(keep, W, s_row);
+    if (d_mu)
+        for (float *d : {d_mu, d_xx, d_xy}) zero_ignored(keep, W, d);
+}
+
 }  // namespace
 
 int64_t ssim_items(const SsimArgs &a) { return a.P * ((a.H + kBand - 1) / kBand); }
+
+void ssim_counts(const SsimArgs &a, int64_t *map_count, int64_t *all_count) {
+    const int r = a.K / 2;
+    const int64_t inner = a.valid ? static_cast<int64_t>(a.H - 2 * r) * (a.W - 2 * r) : static_cast<int64_t>(a.H) * a.W;
+    if (!a.mask) {
+        *map_count = a.P * inner;
+        *all_count = a.P * a.H * static_cast<int64_t>(a.W);
+        return;
+    }
+    // One pass over the mask on the caller's thread: waking threads would cost more than the count
+    // (torch's mask.sum() did: its OpenMP workers then spun through the kernels that followed).
+    auto kept = [](const uint8_t *keep, int c0, int c1) {
+        int64_t n = 0;
+        for (int c = c0; c < c1; ++c) n += keep[c] != 0;
+        return n;
+    };
+    int64_t map = 0, all = 0;
+    for (int64_t p = 0; p < a.P; p += a.mask_channels)  // one plane per mask image, times its channels below
+        for (int row = 0; row < a.H; ++row) {
+            const uint8_t *keep = keep_row(a, p, row);
+            const int64_t n = kept(keep, 0, a.W);
+            all += n;
+            if (in_valid_rows(a, row)) map += a.valid ? kept(keep, r, a.W - r) : n;
+        }
+    *map_count = map * a.mask_channels;
+    *all_count = all * a.mask_channels;
+}
 
 void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx, float *d_xy, double *l1_sums) {
     const int H = a.H, W = a.W, K = a.K, r = K / 2;
@@ -198,6 +249,9 @@ void ssim_fwd(const SsimArgs &a, double *partial_sums, float *d_mu, float *d_xx,
                     ssim_row<true>(m, a.C1, a.C2, W, s_row, d_mu + off, d_xx + off, d_xy + off);
                 else
                     ssim_row<false>(m, a.C1, a.C2, W, s_row, nullptr, nullptr, nullptr);
+                if (const uint8_t *keep = keep_row(a, p, row))
+                    drop_ignored(keep, W, s_row, d_mu ? d_mu + off : nullptr, d_xx ? d_xx + off : nullptr,
+                                 d_xy ? d_xy + off : nullptr);
                 // "valid": only pixels whose whole window lies inside count (and get gradients)
                 const bool row_in = in_valid_rows(a, row);
                 const int c0 = row_in ? (a.valid ? r : 0) : W;
@@ -252,6 +306,7 @@ void ssim_bwd(const SsimArgs &a, float scale, const float *d_mu, const float *d_
                             o += x[c] > y[c] ? l1_scale : (x[c] < y[c] ? -l1_scale : 0.f);
                         out[c] = o;
                     }
+                    if (const uint8_t *keep = keep_row(a, img * C + ch, row)) zero_ignored(keep, W, out);  // no slope there
                 }
                 if (a.out_channels) {  // the image's row, channels last [H, W, C]
                     float *dst = v_x + (img * H + row) * static_cast<int64_t>(W) * C;
@@ -269,7 +324,8 @@ void ssim_bwd(const SsimArgs &a, float scale, const float *d_mu, const float *d_
 }
 
 template <class T>
-void to_planes(const T *src, const int64_t st[4], int B, int H, int W, int C, float *dst, int nthreads) {
+void to_planes(const T *src, const int64_t st[4], int B, int H, int W, int C, float *dst, int nthreads,
+               const uint8_t *mask) {
     parallel_chunks(static_cast<int64_t>(B) * H, 16, nthreads, [&](int64_t begin, int64_t end) {
         for (int64_t bh = begin; bh < end; ++bh) {
             const int64_t b = bh / H, h = bh % H;
@@ -288,10 +344,13 @@ void to_planes(const T *src, const int64_t st[4], int B, int H, int W, int C, fl
                 for (int w = 0; w < W; ++w)
                     for (int c = 0; c < C; ++c) out[c * plane + w] = conv(row[w * st[2] + c * st[3]]);
             }
+            if (mask)  // ignored pixels are 0 in every channel, as torch.where(mask, img, 0)
+                for (int c = 0; c < C; ++c) zero_ignored(mask + bh * static_cast<int64_t>(W), W, out + c * plane);
         }
     });
 }
-template void to_planes<float>(const float *, const int64_t[4], int, int, int, int, float *, int);
-template void to_planes<uint8_t>(const uint8_t *, const int64_t[4], int, int, int, int, float *, int);
+template void to_planes<float>(const float *, const int64_t[4], int, int, int, int, float *, int, const uint8_t *);
+template void to_planes<uint8_t>(const uint8_t *, const int64_t[4], int, int, int, int, float *, int,
+                                 const uint8_t *);
 
 }  // namespace plr

@@ -7,21 +7,13 @@ inf/NaN can leak into the gradients of the Gaussians that survive.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
-
 import torch
 from torch import Tensor
 
+from ..pipeline import Projection
+
 # gsplat's ALPHA_THRESHOLD: the smallest alpha a pixel ever composites.
 ALPHA_THRESHOLD = 1.0 / 255.0
-
-
-class Projection(NamedTuple):
-    radii: Tensor  # [C, N, 2] int32, 0 = culled
-    means2d: Tensor  # [C, N, 2]
-    depths: Tensor  # [C, N]  camera-space z
-    conics: Tensor  # [C, N, 3]  inverse blurred 2D covariance (a, b, c) of [[a, b], [b, c]]
-    compensations: Optional[Tensor]  # [C, N] or None (classic mode)
 
 
 def quat_to_rotmat(quats: Tensor) -> Tensor:

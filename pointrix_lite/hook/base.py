@@ -15,14 +15,16 @@ import weakref
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..priority import Priority, get_priority
+from .priority import Priority, get_priority
 
 
 class TrainerLike(Protocol):
-    """What hooks may read from ``self.trainer`` (``DefaultTrainer`` provides it).
+    """What hooks may read from ``self.trainer`` (``DefaultTrainer`` provides it all; an
+    ``engine.evaluator.Evaluator``, as ``render.py`` uses, has no optimizer, strategy or data
+    pipeline, and calls only the val/test and checkpoint-load sites).
 
-    A Protocol rather than an import of the trainer: the trainer imports the hooks, so importing it
-    here would close a circle (trainer -> experiment -> hooks -> base -> trainer).
+    A Protocol rather than an import of the trainer: this package sits below the engine, whose
+    trainer imports the hooks.
     """
 
     cfg: Any

@@ -4,14 +4,16 @@
 * ``photo160``: the same scene as 160 views of 800x800 (issue 24's end-of-run scene);
 * ``clutter``: the photo scene plus thin poles and planks, background panels at several depths and
   textures from a zone plate to blocky photos (:mod:`pointrix_lite.data.demo.clutter`).
+
+(:mod:`benchmarks.scenes` holds the rasterizer's scenes: Gaussians and one camera, no images.)
 """
 
 from __future__ import annotations
 
-import sys
+import importlib
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks._common import REPO
 
 # name -> (module under pointrix_lite.data.demo, folder under data/, (n_views, width, height) or () for the default)
 SCENES: dict[str, tuple[str, str, tuple[int, ...]]] = {
@@ -23,9 +25,6 @@ SCENES: dict[str, tuple[str, str, tuple[int, ...]]] = {
 
 def scene_root(name: str) -> Path:
     """The COLMAP folder of benchmark scene ``name``, generated first if absent; a one-line exit on failure."""
-    sys.path.insert(0, str(REPO))
-    import importlib
-
     from pointrix_lite.errors import PointrixError
 
     module, folder, shape = SCENES[name]

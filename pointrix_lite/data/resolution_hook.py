@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import OptionError
-from ...errors import ConfigError
-from ...registry import HOOKS
-from ..priority import Priority
-from .base import Hook
+from ..config import OptionError
+from ..errors import ConfigError
+from ..hook import Hook, Priority
+from ..registry import HOOKS
+from .resample import downscale_views
 
 HOME = "hooks.ResolutionScheduleHook"  # where a config built in Python says its errors are
 
@@ -76,8 +76,6 @@ class ResolutionScheduleHook(Hook):
         model.hold_means_lr(self.full_res_step(self.trainer.cfg.trainer.max_steps))
 
     def before_train_iter(self, batch_idx: int, batch: list) -> None:
-        from ...data.resample import downscale_views  # lazy: the engine imports without the data package
-
         trainer = self.trainer
         s = self.factor(trainer.global_step, trainer.cfg.trainer.max_steps)
         if s != self._cached_factor:

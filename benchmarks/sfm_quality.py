@@ -1,13 +1,13 @@
 """Where SfM poses lose quality (issue 25): train variants that swap one link of the SfM chain at a time.
 
-    python scripts/bench_sfm_quality.py                          # photo scene, every variant, 1500 steps each
-    python scripts/bench_sfm_quality.py --scene demo320          # the demo rendered at 320 px, trained at 160
-    python scripts/bench_sfm_quality.py --steps 500 --variants true,undistorted
-    python scripts/bench_sfm_quality.py --variants true,sfm --set seed=1     # run-to-run spread
+    python -m benchmarks sfm_quality                          # photo scene, every variant, 1500 steps each
+    python -m benchmarks sfm_quality --scene demo320          # the demo rendered at 320 px, trained at 160
+    python -m benchmarks sfm_quality --steps 500 --variants true,undistorted
+    python -m benchmarks sfm_quality --variants true,sfm --set seed=1     # run-to-run spread
 
 A scene with true cameras and true surface points (``photo``: the 56-view 400x300 photo scene of
 :mod:`pointrix_lite.data.demo.photo`, generated into ``data/bench_photo`` on first use, or another
-scene of ``scripts/bench_data.py``; ``demo320``: the demo's 48 views at 320 px, generated under ``--root``) goes through ``scripts/process.py`` as a user's
+scene of ``benchmarks/datasets.py``; ``demo320``: the demo's 48 views at 320 px, generated under ``--root``) goes through ``scripts/process.py`` as a user's
 photos would (SIMPLE_RADIAL, exhaustive matching, undistortion to PINHOLE); its raw SfM model is also
 undistorted by ``pycolmap.undistort_images`` (process.py's undistortion until issue 25). Every variant
 is then a COLMAP folder under ``--root`` that differs from the true scene (``true``) in one thing only:
@@ -41,7 +41,6 @@ table and appends one JSON line per variant to ``--root``/``results.jsonl``. Res
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import shutil
@@ -49,23 +48,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
+from benchmarks import datasets, workers
+from benchmarks._common import REPO, cpu_name, parser
+from benchmarks.sfm import only
 
-import bench_data  # noqa: E402
-from bench_end_of_run import run_one  # noqa: E402
-from bench_sfm import cpu_name, only  # noqa: E402
-from pointrix_lite.data.cameras import qvec_to_rotmat, rotmat_to_qvec  # noqa: E402
-from pointrix_lite.data.colmap import pinhole_intrinsics  # noqa: E402
-from pointrix_lite.data.colmap_io import ColmapCamera, ColmapModel, read_model, write_model  # noqa: E402
-from pointrix_lite.data.demo.make import ensure_generated, generate_demo  # noqa: E402
-from pointrix_lite.process.colmap_import import import_pycolmap  # noqa: E402
-from pointrix_lite.process.compare import centres, compare_cameras, robust_similarity  # noqa: E402
+if TYPE_CHECKING:
+    from pointrix_lite.io.colmap import ColmapCamera, ColmapModel
 
+# pointrix_lite is imported inside the functions that use it: it imports torch, and --help should not wait for it.
 RESOLUTION = "{type: ResolutionScheduleHook, start_factor: 4, full_res_at: 0.3, hold_means_lr: true}"
 ALIGN_ONLY = "{type: PoseOptHook, refine: false, test_align_steps: 100}"
 SCALED = 0.1  # the "scaled" variant: the true scene 10x smaller, as an SfM frame may be
@@ -93,6 +87,8 @@ class Chain:
 
 def moved(model: ColmapModel, s: float, R: np.ndarray, t: np.ndarray) -> ColmapModel:
     """``model`` (poses and points) in the frame where ``x' = s R x + t``; camera rotations turn by ``R^T``."""
+    from pointrix_lite.data.cameras import qvec_to_rotmat, rotmat_to_qvec
+
     images = {}
     for k, im in model.images.items():
         rot = qvec_to_rotmat(im.qvec) @ R.T
@@ -106,6 +102,8 @@ def inverse(s: float, R: np.ndarray, t: np.ndarray) -> tuple[float, np.ndarray, 
 
 
 def pinhole(model: ColmapModel, fx: float, cx: float, cy: float, width: int, height: int) -> ColmapModel:
+    from pointrix_lite.io.colmap import ColmapCamera
+
     camera = ColmapCamera(1, "PINHOLE", width, height, np.array([fx, fx, cx, cy]))
     images = {k: dataclasses.replace(im, camera_id=1) for k, im in model.images.items()}
     return dataclasses.replace(model, cameras={1: camera}, images=images)
@@ -124,6 +122,8 @@ def sharp_tests(model: ColmapModel, camera: ColmapCamera, images: Path, true_ima
 
 def focal_centre(camera: ColmapCamera) -> tuple[float, float, float]:
     """``(fx, cx, cy)`` of a PINHOLE or SIMPLE_PINHOLE camera (COLMAP's undistorter keeps SIMPLE_PINHOLE)."""
+    from pointrix_lite.data.colmap import pinhole_intrinsics
+
     fx, _, cx, cy = pinhole_intrinsics(camera, Path("cameras.bin"))
     return fx, cx, cy
 
@@ -143,6 +143,8 @@ def exact_pinhole(truth: ColmapModel, raw: ColmapCamera, undistorted: ColmapCame
 def with_true_outliers(model: ColmapModel, truth: ColmapModel) -> ColmapModel:
     """``model`` (in the true frame) whose cameras more than ``OUTLIER`` of the camera spread from their
     true centre take their true pose: the few views SfM misplaces, apart from everyone's small error."""
+    from pointrix_lite.process.compare import centres
+
     found, true = centres(model), centres(truth)
     spread = float(np.mean([np.linalg.norm(v - np.mean(list(true.values()), axis=0)) for v in true.values()]))
     true_by_name = {im.name: im for im in truth.images.values()}
@@ -188,20 +190,26 @@ VARIANTS = [
     "sfm_poses", "sfm_poses_no_outliers", "sfm_points", "sfm_frame", "sfm_rotation", "scaled", "scaled_up", "sfm", "sfm_colmap_undistorter", "sfm_poseopt",
 ]  # fmt: skip
 # Each scene's overrides. demo320: the issue's first measurement, 48 demo views rendered at 320 px and
-# trained at 160 (white background); the others are scripts/bench_data.py's benchmark scenes.
-SCENES = {**{name: [] for name in bench_data.SCENES}, "demo320": ["dataset.white_background=true", "dataset.scale=2"]}
+# trained at 160 (white background); the others are benchmarks/datasets.py's benchmark scenes.
+SCENES = {**{name: [] for name in datasets.SCENES}, "demo320": ["dataset.white_background=true", "dataset.scale=2"]}
 
 
 def true_scene(name: str, root: Path) -> Path:
     """The COLMAP folder of a scene with its true cameras and points, generated on first use."""
-    if name in bench_data.SCENES:
-        return bench_data.scene_root(name)
+    from pointrix_lite.data.demo.make import ensure_generated, generate_demo
+
+    if name in datasets.SCENES:
+        return datasets.scene_root(name)
     return ensure_generated(root / "demo_320", "the demo scene at 320 px", lambda f: generate_demo(f, 48, 320)) / "colmap"
 
 
 def load_chain(scene: Path, root: Path, threads: int) -> Chain:
     """The true scene, process.py's run on its images (once: reused when ``root/sfm`` holds it), the raw
     model undistorted by COLMAP's undistorter for comparison, and the similarity from SfM's frame to the true one."""
+    from pointrix_lite.io.colmap import read_model
+    from pointrix_lite.process.colmap_import import import_pycolmap
+    from pointrix_lite.process.compare import centres, robust_similarity
+
     sfm_dir, colmap_dir = root / "sfm", root / "colmap_undistorter"
     if not (sfm_dir / "sparse" / "0").is_dir():
         cmd = [sys.executable, str(REPO / "scripts" / "process.py"), "--images", str(scene / "images"),
@@ -223,6 +231,8 @@ def load_chain(scene: Path, root: Path, threads: int) -> Chain:
 
 def write_variant(folder: Path, model: ColmapModel, images: Path | dict[str, Path]) -> None:
     """The variant's COLMAP folder; ``images`` is a folder, or a file per image name (linked, not copied)."""
+    from pointrix_lite.io.colmap import write_model
+
     if folder.exists():
         shutil.rmtree(folder)
     (folder / "sparse" / "0").mkdir(parents=True)
@@ -239,10 +249,12 @@ def train(folder: Path, exp_dir: Path, steps: int, hooks: str, extra: list[str])
     overrides = [f"dataset.data_path={folder}", f"trainer.max_steps={steps}", "trainer.val_interval=0",
                  "writers=[]", "save_ckpt_after_iter=1000000", f"hooks=[{hooks}, {RESOLUTION}]", *extra]  # fmt: skip
     print("$ scripts/train.py --config configs/colmap_cpu.yaml " + " ".join(f"'{o}'" for o in overrides), flush=True)
-    return run_one(REPO, REPO / "configs" / "colmap_cpu.yaml", overrides, exp_dir)
+    return workers.train_script(REPO, REPO / "configs" / "colmap_cpu.yaml", overrides, exp_dir)
 
 
 def describe(c: Chain) -> str:
+    from pointrix_lite.process.compare import compare_cameras
+
     score = compare_cameras(c.undistorted, c.truth)
     raw, und, col = (next(iter(m.cameras.values())) for m in (c.raw, c.undistorted, c.colmap_undistorted))
     return (f"SfM: {score.registered}/{score.total} registered, centre error median {score.centre_median:.2e} "
@@ -266,7 +278,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__name__, __doc__)
     p.add_argument("--scene", default="photo", choices=list(SCENES))
     p.add_argument("--root", type=Path, help="work folder (default build/sfm_quality/SCENE); process.py's output there is reused")
     p.add_argument("--steps", type=int, default=1500)
@@ -308,7 +320,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name}: {row['psnr']:.2f} dB (aligned {row['psnr_aligned']}), {row['train_seconds']:.0f} s", flush=True)
     print("\n" + table(rows))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,39 +5,43 @@ For every format: export the experiment's checkpoint, decode the file as a viewe
 experiment's own renderer and compare the PSNR / SSIM with the full PLY's. Nothing is written into
 the experiment folder.
 
-    python scripts/bench_export.py --exp-dir outputs/demo
+    python -m benchmarks export --exp-dir outputs/demo
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # works without `pip install`
-
-import torch  # noqa: E402
-
-from pointrix_lite.cli.common import experiment_checkpoint, load_components, open_experiment  # noqa: E402
-from pointrix_lite.export import FORMATS, Selection, export_gaussians  # noqa: E402
-from pointrix_lite.export.decode import read_compressed_ply, read_splat  # noqa: E402
-from pointrix_lite.export.decode_sog import read_sog  # noqa: E402
-from pointrix_lite.export.decode_spz_glb import read_glb, read_spz  # noqa: E402
-from pointrix_lite.export.source import gaussians_from_checkpoint  # noqa: E402
-from pointrix_lite.io.ply import load_ply  # noqa: E402
-
-READERS = {"ply": load_ply, "splat": read_splat, "ply_compressed": read_compressed_ply, "spz": read_spz, "glb": read_glb,
-           "sog": read_sog}
+from benchmarks._common import parser
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def readers() -> dict[str, Callable[[Path], dict]]:
+    """Each format's reader, back to the Gaussians a viewer would draw."""
+    from pointrix_lite.export.decode import read_compressed_ply, read_splat
+    from pointrix_lite.export.decode_sog import read_sog
+    from pointrix_lite.export.decode_spz_glb import read_glb, read_spz
+    from pointrix_lite.io.ply import load_ply
+
+    return {"ply": load_ply, "splat": read_splat, "ply_compressed": read_compressed_ply, "spz": read_spz,
+            "glb": read_glb, "sog": read_sog}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser(__name__, __doc__)
     ap.add_argument("--exp-dir", type=Path, required=True)
     ap.add_argument("--checkpoint", type=Path)
     ap.add_argument("--backend", default=None, help="rasterizer backend override (default: the experiment's)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    import torch  # after the parse: --help stays instant; torch before pointrix_lite, as this benchmark always did
+
+    from pointrix_lite.cli.common import experiment_checkpoint, load_components, open_experiment
+    from pointrix_lite.export import FORMATS, Selection, export_gaussians
+    from pointrix_lite.export.source import gaussians_from_checkpoint
+
+    read = readers()
     load_components(())
     ckpt = experiment_checkpoint(args.exp_dir, args.checkpoint)
     params = gaussians_from_checkpoint(ckpt)
@@ -54,7 +58,7 @@ def main() -> None:
             t0 = time.perf_counter()
             report = export_gaussians(params, fmt, path, selection)
             seconds = time.perf_counter() - t0
-            decoded = READERS[fmt.name](path)
+            decoded = read[fmt.name](path)
             n = decoded["shN"].shape[0]
             # Bands a format does not store render as zero (what a viewer does without them).
             decoded["shN"] = torch.cat([decoded["shN"], torch.zeros(n, k_rest - decoded["shN"].shape[1], 3)], 1)
@@ -67,7 +71,4 @@ def main() -> None:
     for name, report, seconds, psnr, ssim in rows:
         print(f"{name:<15}{report.size:>12,}{report.source_ply_size / report.size:>7.2f}x{report.num_out:>11,}"
               f"{seconds:>10.2f}{psnr:>9.3f}{psnr - ref:>+8.3f}{ssim:>8.4f}")
-
-
-if __name__ == "__main__":
-    main()
+    return 0

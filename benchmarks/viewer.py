@@ -1,30 +1,28 @@
 """Frame time of the viewer: camera conversion + render + JPEG encode, what one browser frame costs.
 
-    .venv/bin/python scripts/bench_viewer.py [--counts 20000,100000,300000] [--sizes 256,512,1024] [--reps 7]
+    .venv/bin/python -m benchmarks viewer [--counts 20000,100000,300000] [--sizes 256,512,1024] [--reps 7]
 
-Scenes are bench_rasterizer.py's seeded Gaussian cube (SH degree 3) loaded into a GaussianModel;
-canvases are 16:9 with the given longest side (what ``--max-res`` caps). Each row is the median of
-``--reps`` frames after one warm-up, measured in this process (the viewer renders in-process too).
+Scenes are the rasterizer benchmark's seeded Gaussian cube (``benchmarks/scenes.py``, SH degree 3)
+loaded into a GaussianModel; canvases are 16:9 with the given longest side (what ``--max-res``
+caps). Each row is the median of ``--reps`` frames after one warm-up, measured in this process (the
+viewer renders in-process too).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
-import sys
 import time
-from pathlib import Path
+from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
+from benchmarks._common import parser
+from benchmarks.scenes import make_scene
 
 
-def build_model(n: int, sh_degree: int = 3):
+def build_model(n: int, sh_degree: int = 3) -> Any:
+    """A ``GaussianModel`` holding the seeded cube of ``n`` Gaussians (raw, pre-activation parameters)."""
     import torch
 
-    from bench_rasterizer import make_scene
     from pointrix_lite.model import GaussianModel
 
     s = make_scene(160, 160, n, sh_degree)
@@ -38,13 +36,13 @@ def build_model(n: int, sh_degree: int = 3):
     return model
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    p = parser(__name__, __doc__)
     p.add_argument("--counts", default="20000,100000,300000")
     p.add_argument("--sizes", default="256,512,1024", help="longest canvas side(s), 16:9")
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--backend", default="auto")
-    args = p.parse_args()
+    args = p.parse_args(argv)
 
     from viser._scene_api import _encode_image_binary  # exactly what set_background_image does
 
@@ -71,7 +69,4 @@ def main() -> None:
                     encodes.append(t2 - t1)
             r, e = statistics.median(renders) * 1e3, statistics.median(encodes) * 1e3
             print(f"| {n:,} | {w}x{h} | {r:.1f} ms | {e:.1f} ms | {r + e:.1f} ms | {1000 / (r + e):.0f} |", flush=True)
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from ...errors import CheckpointError, DataError
+from ..errors import CheckpointError, DataError
 
 
 def check_view_rows(hook: str, what: str, n_rows: int, batch: list) -> None:

@@ -13,8 +13,8 @@ from typing import Callable, Sequence, TypeVar
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from ..atomic_io import atomic_write
 from ..errors import DataError
+from .atomic import atomic_write
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".PNG", ".JPG", ".JPEG")
 LOAD_THREADS = 4  # image loading threads, at most one per core

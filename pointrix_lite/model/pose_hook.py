@@ -25,16 +25,15 @@ from typing import Any, Literal, Mapping
 
 import torch
 
-from ... import distributed, progress
-from ...config import OptionError
-from ...errors import ConfigError
-from ...metrics.aggregate import mean_metrics, metric_float
-from ...model.pose import PoseCorrection, remove_common_motion
-from ...model.pose_align import align_pose
-from ...registry import HOOKS
-from ..priority import Priority
-from .base import Hook
+from .. import distributed, progress
+from ..config import OptionError
+from ..errors import ConfigError
+from ..hook import Hook, Priority
+from ..metrics.aggregate import mean_metrics, metric_float
+from ..registry import HOOKS
 from .per_view import check_view_rows, load_per_view_state, per_view_state
+from .pose import PoseCorrection, remove_common_motion
+from .pose_align import align_pose
 
 # Test-time alignment (see PoseOptHook._aligned_viewmat).
 HOME = "hooks.PoseOptHook"  # where a config built in Python says its errors are

@@ -25,13 +25,12 @@ from typing import Any, Literal
 
 import torch
 
-from ...config import OptionError
-from ...errors import CheckpointError, ConfigError
-from ...model.appearance import MODES, AppearanceCorrection
-from ...registry import HOOKS
-from ... import distributed
-from ..priority import Priority
-from .base import Hook
+from .. import distributed
+from ..config import OptionError
+from ..errors import CheckpointError, ConfigError
+from ..hook import Hook, Priority
+from ..registry import HOOKS
+from .appearance import MODES, AppearanceCorrection
 from .per_view import check_view_rows, load_per_view_state, per_view_state
 
 HOME = "hooks.AppearanceOptHook"  # where a config built in Python says its errors are
@@ -127,6 +126,9 @@ class AppearanceOptHook(Hook):
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.config.center:
+            # The gauge, as a projection after the step rather than a centred parametrisation: the
+            # latter hands every view -grad/V each step, which Adam's per-number normalisation would
+            # scale up towards lr-sized steps for the views not in the batch.
             with torch.no_grad():
                 self.correction.delta.sub_(self.correction.delta.mean(0, keepdim=True))
 

@@ -1,8 +1,8 @@
 """A CUDA training step, where its time goes: gsplat's kernels against everything else, per code tree.
 
-    python scripts/bench_gpu_step.py --ply EXP/point_cloud.ply --data SCENE \\
+    python -m benchmarks gpu_step --ply EXP/point_cloud.ply --data SCENE \\
         --tree new=. --tree old=/path/to/an/older/checkout [--steps 50] [key=value ...]
-    python scripts/bench_gpu_step.py ... --start-step 3000 --tree scored=. \
+    python -m benchmarks gpu_step ... --start-step 3000 --tree scored=. \\
         --tree plain=.+strategy.error_every=0+strategy.error_weight=0.0   # what the error scores cost
 
 For each ``--tree NAME=PATH`` (a checkout whose ``pointrix_lite`` is imported; trees alternate, in
@@ -25,18 +25,17 @@ Needs a CUDA device (and gsplat built for it); prints one table per tree and the
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
-import subprocess
-import sys
 import time
 import warnings
 from collections import defaultdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-TAG = "@@gpu-step "
+from benchmarks import workers
+from benchmarks._common import REPO, parser
+from benchmarks.training import batches
+
 # issue 44's GPU budget on colmap_cpu.yaml: SH 3, MCMC up to 1M Gaussians
 DEFAULT_OVERRIDES = ["model.sh_degree=3", "strategy.cap_max=1000000", "strategy.growth_rate=0.05", "strategy.steps_scaler=0.25",
                      "trainer.max_steps=7000", "dataset.scale=1"]  # fmt: skip
@@ -59,8 +58,8 @@ def _kind(name: str) -> str:
     return next((kind for kind, pattern in KINDS if pattern.search(name)), "other")
 
 
-def worker(spec: dict) -> None:
-    sys.path.insert(0, spec["tree"])
+def worker(spec: dict) -> dict:
+    """Worker: time, profile and sync-check training steps of one tree (``pointrix_lite`` from that tree)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -82,13 +81,7 @@ def worker(spec: dict) -> None:
     trained = type(trainer.model).from_ply(spec["ply"])
     trainer.model.load_params(dict(trained.params), source=spec["ply"])
     trainer.global_step = spec["start_step"]
-
-    def batches():
-        while True:
-            yield from trainer.datapipeline.batches_for_epoch(trainer.epoch)
-            trainer.epoch += 1
-
-    it = batches()
+    it = batches(trainer)
 
     def step() -> None:
         trainer.train_step(next(it))
@@ -131,25 +124,24 @@ def worker(spec: dict) -> None:
         if "synchroniz" in str(w.message):
             waits[f"{Path(w.filename).name}:{w.lineno}"] += 1
     cam = trainer.dataset.train_views[0].camera
-    print(TAG + json.dumps({
+    return {
         "wall_ms": wall_ms, "kinds": dict(by_kind), "top": sorted(by_name.items(), key=lambda kv: -kv[1])[:20],
         "waits_per_step": {k: v / 3 for k, v in waits.items()}, "n": trainer.model.num_gaussians,
         "size": f"{cam.width}x{cam.height}", "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name() if device == "cuda" else "CPU (dry run)",
-    }), flush=True)  # fmt: skip
+    }  # fmt: skip
 
 
 def run_tree(name: str, tree: str, args: argparse.Namespace) -> dict:
     tree, *own = tree.split("+")  # PATH+key=value+...: overrides for this tree only
-    spec = {"tree": str(Path(tree).resolve()), "config": str(Path(args.config).resolve()), "ply": str(args.ply.resolve()),
+    spec = {"config": str(Path(args.config).resolve()), "ply": str(args.ply.resolve()),
             "data": str(args.data.resolve()), "overrides": args.overrides + own, "steps": args.steps, "warmup": args.warmup,
             "start_step": args.start_step, "out": str(Path(args.out) / name), "device": args.device}  # fmt: skip
-    proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True)
-    lines = [json.loads(l[len(TAG):]) for l in proc.stdout.splitlines() if l.startswith(TAG)]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-8:]
-        raise SystemExit(f"error: tree {name} ({tree}) failed:\n" + "\n".join(tail))
-    return lines[-1]
+    proc = workers.run("benchmarks.gpu_step:worker", spec, Path(tree).resolve())
+    results = workers.results(proc.stdout)
+    if proc.returncode != 0 or not results:
+        raise SystemExit(f"error: tree {name} ({tree}) failed:\n" + workers.stderr_tail(proc, 8))
+    return results[-1]
 
 
 def report(name: str, r: dict) -> None:
@@ -169,8 +161,8 @@ def report(name: str, r: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--worker", help=argparse.SUPPRESS)
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")  # the GPU check's log shows progress as it comes
+    p = parser(__name__, __doc__)
     p.add_argument("--config", default=str(REPO / "configs" / "colmap_cpu.yaml"))
     p.add_argument("--ply", type=Path, help="a trained model's point_cloud.ply (its SH degree = the config's)")
     p.add_argument("--data", type=Path, help="the COLMAP scene it was trained on")
@@ -181,13 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--start-step", type=int, default=6500, help="the step the timing starts at (after densification)")
     p.add_argument("--rounds", type=int, default=2, help="alternating rounds per tree")
     p.add_argument("--out", default="/tmp/pointrix_gpu_step")
-    p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # "cpu": a dry run of the script itself
+    p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # "cpu": a dry run of the benchmark itself
     p.add_argument("--no-default-overrides", action="store_true", help="leave out issue 44's GPU budget overrides")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     args = p.parse_args(argv)
-    if args.worker:
-        worker(json.loads(args.worker))
-        return 0
     if not (args.ply and args.data and args.tree):
         p.error("--ply, --data and at least one --tree are required")
     args.overrides = ([] if args.no_default_overrides else DEFAULT_OVERRIDES) + args.overrides
@@ -205,8 +194,3 @@ def main(argv: list[str] | None = None) -> int:
         for name, _ in trees[1:]:
             print(f"{name} / {first} step time: {best[name]['wall_ms'] / best[first]['wall_ms']:.2f}x")
     return 0
-
-
-if __name__ == "__main__":
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """Peak memory of a run on many large photos: loading them, building the trainer, a few steps.
 
-    .venv/bin/python scripts/bench_memory.py                        # 300 images of 1 MP, scale 1 and auto
-    .venv/bin/python scripts/bench_memory.py --images 150 --megapixels 2 --steps 20
+    .venv/bin/python -m benchmarks memory                        # 300 images of 1 MP, scale 1 and auto
+    .venv/bin/python -m benchmarks memory --images 150 --megapixels 2 --steps 20
 
 Writes a COLMAP scene of ``--images`` JPEG photos (a smooth random texture per image, 4:3, the
 given megapixels; cached under ``data/bench_memory/``), then for each ``--scales`` value runs, in a
@@ -13,16 +13,12 @@ kept as uint8 [H, W, 3] (``View.image``), so 300 x 1 MP hold 0.9 GB at scale 1.
 
 from __future__ import annotations
 
-import argparse
-import json
 import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from benchmarks import workers
+from benchmarks._common import REPO, parser
 
 
 def make_scene(root: Path, n: int, megapixels: float) -> Path:
@@ -31,7 +27,7 @@ def make_scene(root: Path, n: int, megapixels: float) -> Path:
     from PIL import Image
 
     from pointrix_lite.data.cameras import look_at, rotmat_to_qvec
-    from pointrix_lite.data.colmap_io import ColmapCamera, ColmapImage, ColmapModel, write_model
+    from pointrix_lite.io.colmap import ColmapCamera, ColmapImage, ColmapModel, write_model
 
     h = int(round((megapixels * 1e6 * 3 / 4) ** 0.5))
     w = int(round(h * 4 / 3))
@@ -60,7 +56,8 @@ def _rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # kB -> GB
 
 
-def worker(root: str, scale: str, steps: int) -> None:
+def worker(spec: dict) -> dict:
+    """Worker (a fresh process per scale, so each peak is its own): load, build the trainer, train."""
     import torch
 
     from pointrix_lite import progress
@@ -68,6 +65,7 @@ def worker(root: str, scale: str, steps: int) -> None:
     from pointrix_lite.engine.experiment import load_experiment
     from pointrix_lite.engine.trainer import DefaultTrainer
 
+    root, scale, steps = spec["root"], spec["scale"], spec["steps"]
     import_all()
     exp = Path(root).parent / f"exp_{scale}"
     cfg = load_experiment(
@@ -87,39 +85,30 @@ def worker(root: str, scale: str, steps: int) -> None:
         for hook in hooks:
             hook.before_train_iter(step, batch)
         trainer.train_step(batch)
-    out = {
+    return {
         "scale": scale, "views": len(views), "size": f"{views[0].camera.width}x{views[0].camera.height}",
         "image_gb": round(image_gb, 3), "rss_after_load_gb": round(loaded, 3), "rss_peak_gb": round(_rss_gb(), 3),
         "setup_s": round(t0 - start, 1), "steps": steps, "step_s": round((time.perf_counter() - t0) / max(steps, 1), 3),
         "phases": progress.PHASES.as_dict(1), "gaussians": trainer.model.num_gaussians, "torch": torch.__version__,
     }  # fmt: skip
-    print("RESULT " + json.dumps(out), flush=True)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    ap = parser(__name__, __doc__)
     ap.add_argument("--images", type=int, default=300)
     ap.add_argument("--megapixels", type=float, default=1.0)
     ap.add_argument("--scales", default="1,auto", help="comma list of dataset.scale values, one subprocess each")
     ap.add_argument("--steps", type=int, default=10, help="training steps after loading (peak includes them)")
-    ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.worker:
-        worker(args.worker[0], args.worker[1], int(args.worker[2]))
-        return
+    args = ap.parse_args(argv)
     root = make_scene(REPO / "data" / "bench_memory" / f"{args.images}x{args.megapixels:g}mp", args.images, args.megapixels)
     print(f"scene: {root} ({args.images} JPEG photos, {args.megapixels:g} MP)")
     for scale in args.scales.split(","):
-        proc = subprocess.run([sys.executable, __file__, "--worker", str(root), scale, str(args.steps)],
-                              capture_output=True, text=True)  # fmt: skip
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-        if proc.returncode != 0 or not lines:
+        proc = workers.run("benchmarks.memory:worker", {"root": str(root), "scale": scale, "steps": args.steps})
+        results = workers.results(proc.stdout)
+        if proc.returncode != 0 or not results:
             raise SystemExit(f"worker for scale {scale} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-        r = json.loads(lines[-1][len("RESULT "):])
+        r = results[-1]
         print(f"scale {r['scale']:>4}: {r['views']} views at {r['size']}, images {r['image_gb']:.2f} GB; peak RSS "
               f"{r['rss_after_load_gb']:.2f} GB after loading, {r['rss_peak_gb']:.2f} GB after {r['steps']} steps "
               f"({r['step_s']:.2f} s/step, {r['gaussians']:,} Gaussians); phases {r['phases']}")  # fmt: skip
-
-
-if __name__ == "__main__":
-    main()
+    return 0

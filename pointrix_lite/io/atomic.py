@@ -1,7 +1,7 @@
 """Writing a file so that a crash or a full disk never leaves a truncated one: :func:`atomic_write`.
 
-Checkpoints (``engine/checkpoint.py``) and every export (``export/``) write through it; it lives
-below both so that neither reaches into the other for it.
+Checkpoints (``engine/checkpoint.py``), every export (``export/``), PNGs (``images.py``) and PLY
+files (``ply.py``) write through it; it lives below all of them so that none reaches into another for it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import CheckpointError
+from ..errors import CheckpointError
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 

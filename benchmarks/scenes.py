@@ -1,4 +1,4 @@
-"""Fixed seeded scenes for the rasterizer benchmarks (``bench_rasterizer.py``).
+"""Fixed seeded scenes for the rasterizer benchmarks (``rasterizer``, ``viewer``), one dict of tensors each.
 
 ``small`` / ``large``: Gaussians filling a cube in front of one camera (the scenes every figure in
 docs/native.md since issue 4 was measured on).
@@ -181,7 +181,10 @@ def ply_scene(name: str) -> dict:
 
     from pointrix_lite.data.cameras import viewmat_from_colmap
     from pointrix_lite.data.colmap import pinhole_intrinsics
-    from pointrix_lite.data.colmap_io import find_sparse_dir, read_model
+    try:  # this runs in the worker of the revision under test: older ones have the COLMAP reader in data/
+        from pointrix_lite.io.colmap import find_sparse_dir, read_model
+    except ImportError:
+        from pointrix_lite.data.colmap_io import find_sparse_dir, read_model
     from pointrix_lite.model.gaussian_model import GaussianModel
 
     ply, colmap, index = _split_ply(name)
@@ -192,7 +195,7 @@ def ply_scene(name: str) -> dict:
     fx, fy, cx, cy = pinhole_intrinsics(cam, model.files["cameras"])
     w2c = viewmat_from_colmap(im.qvec, im.tvec)
     # data/orientation.py's read_orientation reads this file, but the scene is built in the worker of
-    # the revision under test, and revisions before it (9156c00) must turn the camera all the same
+    # the revision under test (benchmarks.workers), and revisions before it (9156c00) must turn the camera all the same
     turn = ply.parent / "orientation.json"
     if turn.is_file():  # model point = R @ dataset point
         R = np.asarray(json.loads(turn.read_text())["rotation"], dtype=np.float64)

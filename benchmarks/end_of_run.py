@@ -1,12 +1,12 @@
 """What a whole run costs outside its training loop, runs side by side in one invocation.
 
-    python scripts/bench_end_of_run.py                                   # the shipped template, 1000 steps
-    python scripts/bench_end_of_run.py --compare configs/colmap_cpu.yaml@9156c00 configs/colmap_cpu.yaml
-    python scripts/bench_end_of_run.py --scene photo --compare configs/colmap_cpu.yaml \\
+    python -m benchmarks end_of_run                                   # the shipped template, 1000 steps
+    python -m benchmarks end_of_run --compare configs/colmap_cpu.yaml@9156c00 configs/colmap_cpu.yaml
+    python -m benchmarks end_of_run --scene photo --compare configs/colmap_cpu.yaml \\
         'configs/colmap_cpu.yaml+hooks.1.test_align_method=adam'
 
 Each run is ``scripts/train.py`` of its own code tree (``CFG@REV``: that revision's config and code,
-checked out by ``bench_revision.py``; ``+key=value``: overrides for that run only) in a fresh
+checked out by ``benchmarks/revision.py``; ``+key=value``: overrides for that run only) in a fresh
 process, as a user starts it, on a generated photo-textured COLMAP scene: ``photo160`` (default) is
 160 views of 800x800 (issue 24's end-of-run scene; the template's ``scale: auto`` trains it at
 400x400), ``photo`` the 56-view 400x300 benchmark scene. "Outside" is the process's wall time minus
@@ -19,42 +19,11 @@ and repeat the invocation before believing a small difference.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-import bench_revision  # noqa: E402
-from bench_data import SCENES, scene_root  # noqa: E402
-from bench_train import compare_spec, config_file, worker_env  # noqa: E402
-
-
-def prebuild(tree: Path) -> None:
-    """Build ``tree``'s native extension before its run, so no run's start-up includes a compile."""
-    code = f"import sys; sys.path.insert(0, {str(tree)!r}); from pointrix_lite.renderer import native; native.prepare(print)"
-    proc = bench_revision.run_worker(tree, ["-c", code])
-    if proc.returncode != 0:
-        raise SystemExit(f"error: building the native extension of {tree} failed:\n{proc.stderr.strip()[-2000:]}")
-
-
-def run_one(tree: Path, config: Path, overrides: list[str], exp_dir: Path) -> dict:
-    """Train in a fresh process of ``tree``'s ``scripts/train.py``; its metrics.json plus ``wall_seconds``."""
-    cmd = [sys.executable, str(tree / "scripts" / "train.py"), "--config", str(config), f"exp_dir={exp_dir}", *overrides]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, env=worker_env(tree), cwd=tree, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise SystemExit(f"error: run in {tree} failed (exit {proc.returncode}):\n{tail}")
-    report = json.loads((exp_dir / "metrics.json").read_text())
-    report["wall_seconds"] = wall
-    return report
+from benchmarks import revision, workers
+from benchmarks._common import add_run_arguments, load_average, parser
+from benchmarks.datasets import SCENES, scene_root
 
 
 def psnr(report: dict, key: str) -> str:
@@ -78,37 +47,30 @@ def print_table(names: list[str], reports: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser(__name__, __doc__)
     p.add_argument("--compare", nargs="+", default=["configs/colmap_cpu.yaml"], metavar="CFG[@REV][+k=v]")
     p.add_argument("--scene", choices=sorted(SCENES), default="photo160")
     p.add_argument("--steps", type=int, default=1000, help="trainer.max_steps of every run (default 1000)")
-    p.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "pointrix_bench_end_of_run")
-    p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for every run")
+    add_run_arguments(p, __name__)
     args = p.parse_args(argv)
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="configs_", dir=args.out))
+    scratch = revision.scratch_folder(args.out)
     root = scene_root(args.scene)
     common = [f"dataset.data_path={root}", f"trainer.max_steps={args.steps}", "writers=[]", *args.overrides]
-    print(f"scene {args.scene} ({root}), {args.steps} steps, {os.cpu_count()} CPUs, "
-          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"scene {args.scene} ({root}), {args.steps} steps, {os.cpu_count()} CPUs, load average {load_average()}")
     names, reports, built = [], [], set()
     for i, text in enumerate(args.compare):
-        head, rev, own = compare_spec(text)
-        tree = bench_revision.tree_for(rev)
+        head, rev, own = revision.compare_spec(text)
+        tree = revision.tree_for(rev)
         if tree not in built:
-            prebuild(tree)
+            workers.prebuild(tree)
             built.add(tree)
-        cfg = config_file(head.partition("@")[0], tree, scratch)
+        cfg = revision.config_file(head.partition("@")[0], tree, scratch)
         name = head if not own else f"{head} +{'+'.join(own)}"
-        print(f"run {i}: {name} ({bench_revision.label(rev)}) ...", flush=True)
-        report = run_one(tree, cfg, common + own, args.out / f"run_{i}")
+        print(f"run {i}: {name} ({revision.label(rev)}) ...", flush=True)
+        report = workers.train_script(tree, cfg, common + own, args.out / f"run_{i}")
         names.append(f"{i}: {name}")
         reports.append(report)
         print(f"  train {report['train_seconds']:.1f} s, wall {report['wall_seconds']:.1f} s", flush=True)
     print_table(names, reports)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,16 +1,16 @@
 """Benchmark the native C++ rasterizer against the pure-torch reference, side by side.
 
-    .venv/bin/python scripts/bench_rasterizer.py [--scenes small,large] [--reps 5] [--threads 2]
-    .venv/bin/python scripts/bench_rasterizer.py --against 1c2aacc [--rounds 3] [--threads 1]
-    .venv/bin/python scripts/bench_rasterizer.py --arch native,x86-64-v3,x86-64-v2,scalar [--against REV]
+    .venv/bin/python -m benchmarks rasterizer [--scenes small,large] [--reps 5] [--threads 2]
+    .venv/bin/python -m benchmarks rasterizer --against 1c2aacc [--rounds 3] [--threads 1]
+    .venv/bin/python -m benchmarks rasterizer --arch native,x86-64-v3,x86-64-v2,scalar [--against REV]
 
-Scenes (``bench_scenes.py``): ``small`` 160x160/20k and ``large`` 400x300/200k (a cube of Gaussians),
-``photo540`` 960x540/300k and ``photo1080`` 1080x1920/500k (surfels shaped like a trained real
-capture), all SH 3.
+Scenes (``benchmarks/scenes.py``): ``small`` 160x160/20k and ``large`` 400x300/200k (a cube of
+Gaussians), ``photo540`` 960x540/300k and ``photo1080`` 1080x1920/500k (surfels shaped like a
+trained real capture), all SH 3.
 
 ``--against REV`` and ``--arch LIST`` compare *variants* of the native backend with the same
 measurement code, alternating between them ``--rounds`` times in one run: revision REV (a cached git
-worktree with its own extension build, see ``bench_revision.py``) and the working tree built for each
+worktree with its own extension build, see ``benchmarks/revision.py``) and the working tree built for each
 target of LIST (``POINTRIX_NATIVE_ARCH``: each target is its own cached module, so an AVX-512 machine
 also measures the x86-64-v3 and v2 code). It prints, per variant, the median forward and
 forward+backward wall time, the wall time of each native stage (each extension call timed around the
@@ -28,19 +28,15 @@ before the first render, i.e. what rendering itself allocated, torch's allocatio
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import resource
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-import bench_revision
-
-from bench_scenes import SCENES, check_scene, make_scene, scene, scene_info  # noqa: F401 (make_scene: bench_viewer imports it from here)
+from benchmarks import revision, workers
+from benchmarks._common import REPO, parser
+from benchmarks.scenes import SCENES, check_scene, scene, scene_info
 
 
 def _rss_mb() -> float:
@@ -77,13 +73,15 @@ def _time_stages(totals: dict) -> None:
         setattr(ext, fn_name, timed)
 
 
-def worker(backend: str, scene_name: str, reps: int, threads: int) -> dict:
+def worker(spec: dict) -> dict:
+    """Worker: ``spec["reps"]`` timed renders (after a warm-up) of one scene with one backend."""
     import torch
 
-    torch.set_num_threads(threads)
+    backend, reps = spec["backend"], spec["reps"]
+    torch.set_num_threads(spec["threads"])
     from pointrix_lite.renderer import rasterization
 
-    s = scene(scene_name)
+    s = scene(spec["scene"])
     if backend == "native":
         from pointrix_lite.renderer import native
 
@@ -137,15 +135,15 @@ def _isa() -> str | None:
     return native.isa_level() if hasattr(native, "isa_level") else None
 
 
-def measure(backend: str, scene: str, reps: int, threads: int, tree: Path | None = None, arch: str = "native") -> dict:
+def measure(backend: str, scene: str, reps: int, threads: int, tree: Path = REPO, arch: str = "native") -> dict:
     """Run :func:`worker` in a fresh subprocess importing ``pointrix_lite`` from ``tree`` (default: here),
-    its native extension built for ``arch`` (``POINTRIX_NATIVE_ARCH``)."""
-    argv = [__file__, "--worker", backend, "--scenes", scene, "--reps", str(reps), "--threads", str(threads)]
-    env = {"POINTRIX_NATIVE_ARCH": arch}
-    out = bench_revision.run_worker(tree or bench_revision.tree_for(None), argv, env=env)
-    if out.returncode != 0:
-        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    its native extension built for ``arch`` (``POINTRIX_NATIVE_ARCH``); ``{"error": ...}`` when it failed."""
+    spec = {"backend": backend, "scene": scene, "reps": reps, "threads": threads}
+    proc = workers.run("benchmarks.rasterizer:worker", spec, tree, env={"POINTRIX_NATIVE_ARCH": arch})
+    results = workers.results(proc.stdout)
+    if proc.returncode != 0 or not results:
+        return {"error": workers.stderr_tail(proc) if proc.stderr.strip() else f"exit {proc.returncode}"}
+    return results[-1]
 
 
 def variants(rev: str | None, archs: list[str]) -> list[tuple[str, Path, str]]:
@@ -153,10 +151,9 @@ def variants(rev: str | None, archs: list[str]) -> list[tuple[str, Path, str]]:
     then the working tree once per target of ``archs``."""
     out = []
     if rev:
-        out.append((bench_revision.label(rev), bench_revision.tree_for(rev), "native"))
-    here = bench_revision.tree_for(None)
+        out.append((revision.label(rev), revision.tree_for(rev), "native"))
     for arch in archs:
-        out.append(("working tree" if archs == ["native"] else arch, here, arch))
+        out.append(("working tree" if archs == ["native"] else arch, REPO, arch))
     return out
 
 
@@ -208,50 +205,18 @@ def compare(variant_list: list[tuple[str, Path, str]], scenes: list[str], reps: 
             print("builds: " + "; ".join(f"{nm}: {isa or '?'}" for nm, isa in zip(names, isas)))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scenes", default="small,large",
-                    help="comma list of: " + ", ".join(SCENES) + ", ply:PLY@COLMAP[#I] (a trained model, bench_scenes.py)")
-    ap.add_argument("--reps", type=int, default=None,
-                    help="timed repetitions for the native backend (default 5, 2 on the photo scenes)")  # fmt: skip
-    ap.add_argument("--ref-reps", type=int, default=2, help="timed repetitions for the torch reference")
-    ap.add_argument("--large-ref-reps", type=int, default=1, help="reference repetitions on 'large' (slow)")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--skip-ref", action="store_true", help="native only")
-    ap.add_argument("--train", action="store_true",
-                    help="also time training steps on the demo scene for both backends (scripts/bench_train.py)")
-    ap.add_argument("--train-steps", type=int, default=30, help="timed training steps per backend with --train")
-    ap.add_argument("--against", metavar="REV", help="compare the native backend with git revision REV")
-    ap.add_argument("--arch", metavar="LIST",
-                    help="compare builds of the working tree for these targets (POINTRIX_NATIVE_ARCH values: "
-                         "native, x86-64-v3, x86-64-v2, scalar, ...); with --against, REV comes first")  # fmt: skip
-    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per variant with --against / --arch")
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-
-    if args.worker:
-        bench_revision.use_root()  # before the first pointrix_lite import: the tree under test
-        print(json.dumps(worker(args.worker, args.scenes, args.reps, args.threads)))
-        return
-    problems = [p for p in map(check_scene, args.scenes.split(",")) if p]
-    if problems:
-        raise SystemExit(f"error: --scenes: {'; '.join(problems)}")
-    if args.against or args.arch:
-        archs = [a.strip() for a in (args.arch or "native").split(",") if a.strip()]
-        compare(variants(args.against, archs), args.scenes.split(","), args.reps, args.rounds, args.threads)
-        return
-
-    print(f"threads={args.threads}  (medians; fwd+bwd = forward with autograd + backward of sum(colors)+sum(alphas))")
+def table(scenes: list[str], reps: int | None, ref_reps: int, large_ref_reps: int, threads: int, skip_ref: bool) -> None:
+    """Native against the torch reference, one row per scene and backend."""
+    print(f"threads={threads}  (medians; fwd+bwd = forward with autograd + backward of sum(colors)+sum(alphas))")
     header = f"{'scene':<22}{'backend':<8}{'fwd ms':>10}{'fwd+bwd ms':>12}{'peak MB':>9}{'Mevals/s':>10}"
     print(header)
     print("-" * len(header))
-    for scene in args.scenes.split(","):
-        w, h, n, sh = scene_info(scene)
-        label = f"{scene} {w}x{h} {n // 1000}k"
-        results = {"native": measure("native", scene, default_reps(scene, args.reps), args.threads)}
-        if not args.skip_ref:
-            ref_reps = args.ref_reps if scene == "small" else args.large_ref_reps
-            results["torch"] = measure("torch", scene, ref_reps, args.threads)
+    for scene_name in scenes:
+        w, h, n, sh = scene_info(scene_name)
+        label = f"{scene_name} {w}x{h} {n // 1000}k"
+        results = {"native": measure("native", scene_name, default_reps(scene_name, reps), threads)}
+        if not skip_ref:
+            results["torch"] = measure("torch", scene_name, ref_reps if scene_name == "small" else large_ref_reps, threads)
         for backend, r in results.items():
             if "error" in r:
                 print(f"{label:<22}{backend:<8}  failed: {r['error']}")
@@ -266,16 +231,43 @@ def main() -> None:
             nat = results["native"]
             print(f"{'':<22}evals/frame={nat['n_evals']:,} ({nat['n_evals'] / (w * h):.0f}/px), "
                   f"visible Gaussians={nat['visible']:,}")  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser(__name__, __doc__)
+    ap.add_argument("--scenes", default="small,large",
+                    help="comma list of: " + ", ".join(SCENES) + ", ply:PLY@COLMAP[#I] (a trained model, benchmarks/scenes.py)")
+    ap.add_argument("--reps", type=int, default=None,
+                    help="timed repetitions for the native backend (default 5, 2 on the photo scenes)")  # fmt: skip
+    ap.add_argument("--ref-reps", type=int, default=2, help="timed repetitions for the torch reference")
+    ap.add_argument("--large-ref-reps", type=int, default=1, help="reference repetitions on 'large' (slow)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--skip-ref", action="store_true", help="native only")
+    ap.add_argument("--train", action="store_true",
+                    help="also time training steps on the demo scene for both backends (python -m benchmarks train)")
+    ap.add_argument("--train-steps", type=int, default=30, help="timed training steps per backend with --train")
+    ap.add_argument("--against", metavar="REV", help="compare the native backend with git revision REV")
+    ap.add_argument("--arch", metavar="LIST",
+                    help="compare builds of the working tree for these targets (POINTRIX_NATIVE_ARCH values: "
+                         "native, x86-64-v3, x86-64-v2, scalar, ...); with --against, REV comes first")  # fmt: skip
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per variant with --against / --arch")
+    args = ap.parse_args(argv)
+
+    scenes = args.scenes.split(",")
+    problems = [p for p in map(check_scene, scenes) if p]
+    if problems:
+        raise SystemExit(f"error: --scenes: {'; '.join(problems)}")
+    if args.against or args.arch:
+        archs = [a.strip() for a in (args.arch or "native").split(",") if a.strip()]
+        compare(variants(args.against, archs), scenes, args.reps, args.rounds, args.threads)
+        return 0
+    table(scenes, args.reps, args.ref_reps, args.large_ref_reps, args.threads, args.skip_ref)
     if args.train:
-        # One implementation of "a training step" lives in bench_train.py (DefaultTrainer.train_step);
+        # One implementation of "a training step" lives in the train benchmark (DefaultTrainer.train_step);
         # reuse it rather than timing a second, possibly different, loop here.
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        import bench_train
+        from benchmarks import train
 
         print("\ntraining on the demo scene (configs/demo.yaml, fixed N, no densification):")
         backends = ["native"] if args.skip_ref else ["torch", "native"]
-        bench_train.main(["--backends", *backends, "--steps", str(args.train_steps)])
-
-
-if __name__ == "__main__":
-    main()
+        train.main(["--backends", *backends, "--steps", str(args.train_steps)])
+    return 0
