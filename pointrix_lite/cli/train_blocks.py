@@ -1,0 +1,136 @@
+"""Command line: ``scripts/train_blocks.py --manifest M --config X.yaml [key=value ...]`` trains the blocks
+of a partition, each as an ordinary ``train.py`` run (hooks, checkpoints, logs), with no gradient
+exchange between them.
+
+Alone it trains every block in turn; under ``torchrun --nproc_per_node N`` (or as task r of a job
+array, ``--rank r --world-size N`` or SLURM_ARRAY_TASK_ID) rank r trains blocks r, r + N, ...
+A failed block does not stop the others; the exit code is 0 when every block finished, 1 when one
+failed, 2 for bad input. ``--only B --resume`` reruns block B alone from its latest checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+from .common import EXIT_CRASH, EXIT_OK, OneLineErrorParser, add_plugin_option, run_command
+
+EXAMPLES = ("example: torchrun --nproc_per_node 2 scripts/train_blocks.py --manifest data/city_blocks/manifest.json "
+            "--config configs/colmap_cpu.yaml trainer.max_steps=7000")  # fmt: skip
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineErrorParser(prog="train_blocks.py", epilog=EXAMPLES,
+                           description="Train the blocks of a partition (scripts/partition.py), one train.py run each.")  # fmt: skip
+    p.add_argument("--manifest", type=Path, required=True, help="manifest.json written by partition.py (or its folder)")
+    p.add_argument("--config", type=Path, required=True, help="experiment YAML for every block (e.g. configs/colmap_cpu.yaml)")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for every block")
+    p.add_argument("--runs", type=Path, help="experiment folders, logs and status files (default: runs/ beside the manifest)")
+    p.add_argument("--only", action="append", metavar="BLOCK", help="train only this block (repeatable, or comma-separated)")
+    p.add_argument("--resume", action="store_true", help="skip finished blocks, continue the others from their latest checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="delete the blocks' earlier runs and start them again")
+    p.add_argument("--rank", type=int, help="this task's rank in a job array (with --world-size)")
+    p.add_argument("--world-size", type=int, help="number of tasks sharing the blocks")
+    p.add_argument("--threads", type=int, help="OpenMP threads per training (default: cores / processes on this machine)")
+    add_plugin_option(p)
+    return p
+
+
+def _selected(manifest, only: list[str] | None) -> list:
+    if not only:
+        return list(manifest.blocks)
+    names = [n for item in only for n in item.split(",") if n]
+    return [manifest.block(n) for n in dict.fromkeys(names)]
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
+    from ..partition.manifest import load_manifest
+    from ..partition.ranks import all_succeeded, find_placement, open_meeting, threads_per_process
+    from ..partition.runner import BlockJob, child_env, has_checkpoint, run_block, train_command
+    from ..partition.status import read_status
+
+    manifest = load_manifest(args.manifest)
+    if not args.config.is_file():
+        raise ConfigError(f"--config: file not found: {args.config}")
+    if args.resume and args.overwrite:
+        raise ConfigError("--resume continues the blocks' runs, --overwrite deletes them: pass one")
+    where = find_placement(args.rank, args.world_size)
+    runs = (args.runs or manifest.root / "runs").resolve()
+    blocks = _selected(manifest, args.only)
+    mine = blocks[where.rank :: where.world]
+    jobs = [BlockJob(b.name, manifest.block_dir(b).resolve(), runs / b.name, runs) for b in mine]
+    for job in jobs:
+        if not (job.data / "sparse").is_dir():
+            raise ConfigError(f"{job.data}: block folder missing or without sparse/ (rerun partition.py)")
+        if has_checkpoint(job.exp_dir) and not (args.resume or args.overwrite):
+            raise ConfigError(f"{job.exp_dir}: holds a run of {job.name} already; pass --resume to continue it "
+                              "or --overwrite to start again")  # fmt: skip
+    threads = threads_per_process(where.local_world, args.threads)
+    # torchrun (when another node fails) and schedulers stop a job with SIGTERM: treat it as Ctrl-C, so
+    # the running training is told to save a checkpoint instead of being orphaned.
+    signal.signal(signal.SIGTERM, _interrupt)
+    met = open_meeting(where)
+    say = lambda line: print(f"{where.tag}{line}", flush=True)  # noqa: E731
+    say(f"train_blocks: {len(jobs)} of {len(blocks)} blocks here ({', '.join(j.name for j in jobs) or 'none'}), "
+        f"{threads} thread{'s' * (threads > 1)} each; runs in {runs}")  # fmt: skip
+    ok = True
+    for job, block in zip(jobs, mine, strict=True):
+        previous = read_status(runs, job.name)
+        if args.resume and previous is not None and previous.state == "done" and job.ply.is_file():
+            say(f"{job.name}: done already ({previous.seconds:.1f} s), skipped")
+            continue
+        if args.overwrite:
+            shutil.rmtree(job.exp_dir, ignore_errors=True)
+        resume = args.resume and has_checkpoint(job.exp_dir)
+        command = train_command(job, args.config.resolve(), args.overrides, args.plugin, resume)
+        say(f"{job.name}: {'resuming' if resume else 'training'} {len(block.views)} views, {block.n_points:,} points "
+            f"-> {job.exp_dir} (log {job.log})")  # fmt: skip
+        status = run_block(job, command, child_env(threads, where.local_rank), where.rank)
+        peak = f"peak RSS {status.peak_rss_bytes / 1e9:.2f} GB"
+        if status.state == "done":
+            say(f"{job.name}: done in {status.seconds:.1f} s, {peak}")
+        else:
+            ok = False
+            say(f"{job.name}: FAILED after {status.seconds:.1f} s ({status.message}), {peak}; log {job.log}")
+    everyone_ok = all_succeeded(ok, met)
+    whole_job = met or where.world == 1  # else a task of an array: it knows its own blocks only
+    if where.rank == 0 or not whole_job:
+        print(summary(manifest, blocks if whole_job else mine, runs, args, whole_job), flush=True)
+    return EXIT_OK if everyone_ok else EXIT_CRASH
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def summary(manifest, blocks: list, runs: Path, args: argparse.Namespace, whole_job: bool = True) -> str:
+    """The blocks' outcome from their status files, and the command to run next."""
+    from ..partition.status import read_status
+
+    states = {b.name: read_status(runs, b.name) for b in blocks}
+    done = [n for n, s in states.items() if s is not None and s.state == "done"]
+    lines = [f"summary: {len(done)}/{len(blocks)} blocks done"]
+    for name, s in states.items():
+        if s is not None and s.state == "done":
+            lines.append(f"  {name}: {s.seconds:.1f} s, peak RSS {s.peak_rss_bytes / 1e9:.2f} GB")
+        else:
+            why = "never started" if s is None else (s.message or s.state)
+            lines.append(f"  {name}: {'FAILED' if s and s.state == 'failed' else 'not done'} ({why})")
+    missing = [n for n in states if n not in done]
+    if missing:
+        again = [sys.executable, "scripts/train_blocks.py", "--manifest", str(manifest.path), "--runs", str(runs),
+                 "--config", str(args.config), *args.overrides, *(f"--plugin {p}" for p in args.plugin)]  # fmt: skip
+        lines.append(f"rerun: {' '.join(again)} --only {','.join(missing)} --resume")
+    else:
+        when = "" if whole_job else " (once every task has finished)"
+        lines.append(f"next{when}: {sys.executable} scripts/merge_blocks.py --manifest {manifest.path} --runs {runs} "
+                     f"--out {manifest.root / 'merged'}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command(run, build_parser().parse_intermixed_args(argv))
