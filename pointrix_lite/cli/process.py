@@ -19,13 +19,15 @@ import sys
 from pathlib import Path
 
 from ..errors import DataError
+from ..process.colmap_log import LOG_NAME
 from ..process.options import (
-    CAMERA_MODELS, EXHAUSTIVE_MAX_IMAGES, MATCHERS, RETRIEVAL_NEIGHBORS, RETRIEVAL_OVERLAP, ProcessOptions,
+    CAMERA_MODELS, CLUSTER_IMAGES, CLUSTER_OVERLAP, EXHAUSTIVE_MAX_IMAGES, HIERARCHICAL_MIN_IMAGES, MAPPERS, MATCHERS,
+    RETRIEVAL_NEIGHBORS, RETRIEVAL_OVERLAP, ProcessOptions,
 )
 from .common import EXIT_CRASH, EXIT_INTERRUPTED, EXIT_OK, EXIT_USER_ERROR, run_command
 
 WORKER_FLAG = "--_worker"
-LOG_NAME = "colmap.log"
+MIN_CLUSTER_IMAGES = 20  # smaller clusters have too few images to start a model from, and merge on too few
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,7 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
                    f"{RETRIEVAL_OVERLAP} by name)")
     p.add_argument("--vocab-tree", type=Path, help="vocabulary tree file: enables vocab_tree matching and "
                    "loop detection in sequential matching (never downloaded)")
-    p.add_argument("--mapper", choices=("incremental", "global"), default="incremental")
+    p.add_argument("--mapper", choices=MAPPERS, default="auto",
+                   help=f"auto: incremental below {HIERARCHICAL_MIN_IMAGES} images, hierarchical (clusters mapped "
+                   "apart, then merged) from there; global: GLOMAP")
+    p.add_argument("--cluster-images", type=int, default=CLUSTER_IMAGES, metavar="N",
+                   help=f"hierarchical: at most N images per cluster, plus {CLUSTER_OVERLAP} shared with its "
+                   f"neighbour (default {CLUSTER_IMAGES})")
     p.add_argument("--max-image-size", type=int, default=3200, help="features are found on images downsized to this")
     p.add_argument("--max-features", type=int, default=8192, help="SIFT features per image")
     p.add_argument("--num-frames", type=int, default=100, help="video: frames to extract (evenly spaced)")
@@ -63,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def to_options(args: argparse.Namespace) -> ProcessOptions:
     for key, minimum in (("max_image_size", 16), ("max_features", 16), ("num_frames", 3), ("downscales", 0),
-                         ("retrieval_neighbors", 1)):
+                         ("retrieval_neighbors", 1), ("cluster_images", MIN_CLUSTER_IMAGES)):
         if getattr(args, key) < minimum:
             raise DataError(f"--{key.replace('_', '-')}: must be >= {minimum}, got {getattr(args, key)}")
     if args.vocab_tree is not None and not args.vocab_tree.is_file():
@@ -75,6 +82,7 @@ def to_options(args: argparse.Namespace) -> ProcessOptions:
     return ProcessOptions(
         out=args.out, images=args.images, video=args.video, camera_model=args.camera_model, matcher=args.matcher,
         retrieval_neighbors=args.retrieval_neighbors, vocab_tree=args.vocab_tree, mapper=args.mapper,
+        cluster_images=args.cluster_images,
         max_image_size=args.max_image_size, max_features=args.max_features, num_frames=args.num_frames,
         sharp_frames=args.sharp_frames,
         downscales=args.downscales, threads=args.threads, overwrite=args.overwrite, masks=args.masks,

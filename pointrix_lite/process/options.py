@@ -12,6 +12,11 @@ EXHAUSTIVE_MAX_IMAGES = 60
 RETRIEVAL_NEIGHBORS = 10  # retrieval: each image is matched with its 10 most similar images
 RETRIEVAL_OVERLAP = 5  # ... and with the next 5 in name order
 MATCHERS = ("auto", "exhaustive", "retrieval", "sequential", "vocab_tree")
+MAPPERS = ("auto", "incremental", "global", "hierarchical")
+# --mapper auto: incremental below this many images, hierarchical from it (measured: docs/data.md, "Large photo sets")
+HIERARCHICAL_MIN_IMAGES = 1000
+CLUSTER_IMAGES = 500  # hierarchical: images per cluster before its overlap (COLMAP's leaf_max_num_images)
+CLUSTER_OVERLAP = 50  # hierarchical: images two neighbouring clusters share, where they are merged (COLMAP's default)
 
 
 @dataclass
@@ -23,7 +28,8 @@ class ProcessOptions:
     matcher: Literal["auto", "exhaustive", "retrieval", "sequential", "vocab_tree"] = "auto"
     retrieval_neighbors: int = RETRIEVAL_NEIGHBORS
     vocab_tree: Path | None = None  # only with an explicit file: COLMAP would download one (and abort offline)
-    mapper: Literal["incremental", "global"] = "incremental"
+    mapper: Literal["auto", "incremental", "global", "hierarchical"] = "auto"
+    cluster_images: int = CLUSTER_IMAGES  # hierarchical: images per cluster
     max_image_size: int = 3200  # feature extraction downsizes larger images to this side length
     max_features: int = 8192
     num_frames: int = 100  # video: evenly spaced windows, one frame each
@@ -41,3 +47,9 @@ class ProcessOptions:
         if self.vocab_tree is not None:
             return "vocab_tree"
         return "exhaustive" if n_images <= EXHAUSTIVE_MAX_IMAGES else "retrieval"
+
+    def resolved_mapper(self, n_images: int) -> str:
+        """``auto`` -> incremental below ``HIERARCHICAL_MIN_IMAGES`` images (today's models, unchanged), hierarchical from it."""
+        if self.mapper != "auto":
+            return self.mapper
+        return "incremental" if n_images < HIERARCHICAL_MIN_IMAGES else "hierarchical"

@@ -11,11 +11,15 @@ from pathlib import Path
 from rich.console import Console
 
 from .colmap_import import import_pycolmap
+from .colmap_log import LOG_NAME, HierarchicalReader, follow
 from .downscale import write_downscaled
 from .inputs import ImageSet, scan_images
-from .options import ProcessOptions
+from .mapping import map_scene
+from .matching import match_features
+from .options import CLUSTER_OVERLAP, ProcessOptions
 from .report import Summary, print_summary, write_summary
 from .undistort import undistort
+from .sfm import ChosenModel
 from .upright import write_upright
 from . import sfm
 
@@ -129,22 +133,14 @@ def _structure_from_motion(
         sizes = len(sfm.by_size(images.root, images.names))
         cameras = "one shared camera" if sizes == 1 else f"{sizes} cameras, one per image size"
         st.done(f"{n} images, {keypoints} keypoints ({opts.camera_model}, {cameras})")
-    matcher = opts.resolved_matcher(n)
+    matcher, log = opts.resolved_matcher(n), colmap_dir / LOG_NAME
     with stages.stage("matching", f"{matcher}") as st:
-        matched, verified = sfm.match_features(
-            pycolmap, database, matcher, opts, lambda text: st.update(f"{matcher}: {text}")
+        matched, verified = match_features(
+            pycolmap, database, matcher, opts, lambda text: st.update(f"{matcher}: {text}"), log
         )
         st.done(f"{matcher}: {matched} pairs matched, {verified} verified")
-    registered = [2]  # the callback fires for each image after the initial pair
-
-    def on_image() -> None:
-        registered[0] += 1
-        stages.update(f"{registered[0]}/{n} images registered (over all models so far)")
-
-    with stages.stage("mapping", f"{opts.mapper}") as st:
-        recs = sfm.map_scene(pycolmap, database, images.root, colmap_dir / "sparse", opts, on_image)
-        chosen = sfm.pick_model(recs, images.names, opts.min_registered)
-        st.done(f"{opts.mapper}: {len(chosen.registered)}/{n} images in model {chosen.index}")
+    summary.matcher, summary.mapper = matcher, opts.resolved_mapper(n)
+    chosen = _map(pycolmap, opts, database, images, colmap_dir, stages)
     rec = chosen.reconstruction
     summary.focal_lengths = sfm.check_intrinsics(rec, opts.camera_model)
     summary.registered, summary.unregistered, summary.dropped_models = chosen.registered, chosen.unregistered, chosen.dropped
@@ -163,3 +159,24 @@ def _structure_from_motion(
     # What training reads: the undistorted cameras (undistortion changes the image size).
     sizes = [(int(c.width), int(c.height)) for c in pycolmap.Reconstruction(str(opts.out / "sparse" / "0")).cameras.values()]
     summary.image_size = list(max(sizes, key=lambda wh: wh[0] * wh[1])) if sizes else []
+
+
+def _map(pycolmap, opts: ProcessOptions, database: Path, images: ImageSet, colmap_dir: Path, stages: Stages) -> ChosenModel:
+    """The mapping stage with its status line: registered images (incremental) or clusters (hierarchical)."""
+    n, mapper = len(images.names), opts.resolved_mapper(len(images.names))
+    registered = [2]  # the incremental mapper's callback fires for each image after the initial pair
+
+    def on_image() -> None:
+        registered[0] += 1
+        stages.update(f"{mapper}: {registered[0]}/{n} images registered (over all models so far)")
+
+    clusters = f", clusters of {opts.cluster_images} + {CLUSTER_OVERLAP} shared images" if mapper == "hierarchical" else ""
+    with stages.stage("mapping", f"{mapper}{clusters}") as st:
+        watch = contextlib.nullcontext()
+        if mapper == "hierarchical":  # no callback: its progress is in COLMAP's log
+            watch = follow(colmap_dir / LOG_NAME, HierarchicalReader(), lambda text: st.update(f"{mapper}: {text}"))
+        with watch:
+            recs = map_scene(pycolmap, database, images.root, colmap_dir / "sparse", opts, on_image, mapper)
+        chosen = sfm.pick_model(recs, images.names, opts.min_registered)
+        st.done(f"{mapper}: {len(chosen.registered)}/{n} images in model {chosen.index}")
+    return chosen

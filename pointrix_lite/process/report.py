@@ -27,6 +27,8 @@ class Summary:
     downscaled: list[str] = field(default_factory=list)
     image_size: list[int] = field(default_factory=list)  # [width, height] of the largest registered camera
     turned_upright: int = 0  # photos written upright (colmap/upright/) because of their EXIF orientation
+    matcher: str = ""  # the matcher and mapper that ran (what --matcher/--mapper auto chose)
+    mapper: str = ""
 
     def train_command(self) -> str:
         """The command that trains on this output (the data path quoted for the shell)."""

@@ -1,4 +1,5 @@
-"""The pycolmap stages: features -> matches -> map -> pick a model (undistortion: :mod:`.undistort`).
+"""The pycolmap stages: features -> (matching: :mod:`.matching`, mapping: :mod:`.mapping`) -> pick a model
+(undistortion: :mod:`.undistort`).
 
 Every function takes the imported ``pycolmap`` module (see :mod:`.colmap_import`) and a progress
 callback; failures the user can act on are one-line :class:`~pointrix_lite.errors.DataError`.
@@ -15,16 +16,10 @@ from typing import Any
 from PIL import Image
 
 from ..errors import DataError
-from .options import RETRIEVAL_OVERLAP, ProcessOptions
-from .retrieval import retrieval_pairs
+from .options import ProcessOptions
 
 Progress = Callable[[int, int], None]  # (done, total)
 
-# COLMAP's defaults expect megapixel photos; small captures (a few hundred features per image)
-# register far more images with these (measured on the 160 px demo: 25/48 -> 39/48).
-MIN_NUM_MATCHES = 10
-INIT_MIN_NUM_INLIERS = 50
-ABS_POSE_MIN_NUM_INLIERS = 15
 SUSPICIOUS_ASPECT = 1.25  # fx/fy beyond this (or below its inverse) is not a real lens
 SUSPICIOUS_FOCAL = (0.2, 8.0)  # focal / max(width, height) outside this: a degenerate calibration
 
@@ -97,91 +92,6 @@ def extract_features(
         return int(db.num_keypoints())
     finally:
         db.close()
-
-
-def match_features(
-    pycolmap: ModuleType, database: Path, matcher: str, opts: ProcessOptions, status: Callable[[str], None] | None = None
-) -> tuple[int, int]:
-    """Match and geometrically verify image pairs; returns (pairs matched, pairs verified).
-
-    ``status`` hears what is being done where a stage has steps of its own (retrieval: choosing the pairs).
-
-    Raises:
-        DataError: no pair of images survived verification (the photos do not overlap).
-    """
-    matching = pycolmap.FeatureMatchingOptions()
-    matching.num_threads = opts.threads
-    cpu = pycolmap.Device.cpu
-    if matcher == "exhaustive":
-        pycolmap.match_exhaustive(database, matching_options=matching, device=cpu)
-    elif matcher == "sequential":
-        pairing = pycolmap.SequentialPairingOptions()
-        if opts.vocab_tree is not None:  # loop detection needs the tree; without one COLMAP downloads it
-            pairing.loop_detection = True
-            pairing.vocab_tree_path = str(opts.vocab_tree)
-        pycolmap.match_sequential(database, matching_options=matching, pairing_options=pairing, device=cpu)
-    elif matcher == "retrieval":
-        pairing = pycolmap.ImportedPairingOptions()
-        status = status or (lambda text: None)
-        status("choosing pairs (visual words of every image)")
-        path, n_pairs = write_retrieval_pairs(pycolmap, database, opts)
-        pairing.match_list_path = str(path)
-        status(f"matching {n_pairs} pairs ({opts.retrieval_neighbors} most similar + next {RETRIEVAL_OVERLAP} by name per image)")
-        pycolmap.match_image_pairs(database, matching_options=matching, pairing_options=pairing, device=cpu)
-    elif matcher == "vocab_tree":
-        if opts.vocab_tree is None:
-            raise DataError("--matcher vocab_tree needs --vocab-tree FILE (COLMAP would download one, and abort offline)")
-        pairing = pycolmap.VocabTreePairingOptions()
-        pairing.vocab_tree_path = str(opts.vocab_tree)
-        pycolmap.match_vocabtree(database, matching_options=matching, pairing_options=pairing, device=cpu)
-    else:
-        raise DataError(f"--matcher: unknown matcher {matcher!r}")
-    db = pycolmap.Database.open(str(database))
-    try:
-        # num_verified_image_pairs counts every pair verification looked at; only those with inliers overlap.
-        matched, verified = int(db.num_matched_image_pairs()), len(db.read_two_view_geometries()[0])
-    finally:
-        db.close()
-    if verified == 0:
-        raise DataError(
-            f"no overlapping image pairs: {matched} pair(s) matched but none passed geometric verification; "
-            "the photos must overlap (60%+ between neighbours), be sharp and textured; try --max-features 16384"
-        )
-    return matched, verified
-
-
-def map_scene(
-    pycolmap: ModuleType, database: Path, image_dir: Path, sparse_dir: Path, opts: ProcessOptions, on_image: Callable[[], None]
-) -> dict[int, Any]:
-    """Incremental or global mapping into ``sparse_dir/<k>``; returns ``{k: Reconstruction}``."""
-    sparse_dir.mkdir(parents=True, exist_ok=True)
-    if opts.mapper == "global":
-        options = pycolmap.GlobalPipelineOptions()
-        options.num_threads = opts.threads
-        options.min_num_matches = MIN_NUM_MATCHES
-        return dict(pycolmap.global_mapping(database, image_dir, sparse_dir, options))
-    options = pycolmap.IncrementalPipelineOptions()
-    options.num_threads = opts.threads
-    options.min_num_matches = MIN_NUM_MATCHES
-    options.mapper.init_min_num_inliers = INIT_MIN_NUM_INLIERS
-    options.mapper.abs_pose_min_num_inliers = ABS_POSE_MIN_NUM_INLIERS
-    options.random_seed = 0  # the same photos give the same model
-    return dict(pycolmap.incremental_mapping(database, image_dir, sparse_dir, options, next_image_callback=on_image))
-
-
-def write_retrieval_pairs(pycolmap: ModuleType, database: Path, opts: ProcessOptions) -> tuple[Path, int]:
-    """``database``'s folder / ``pairs.txt``: the pairs :func:`.retrieval.retrieval_pairs` picks, one ``a b`` per
-    line; returns the file and the number of pairs."""
-    db = pycolmap.Database.open(str(database))
-    try:
-        images = sorted(db.read_all_images(), key=lambda im: im.name)  # name order: capture order
-        descriptors = [db.read_descriptors(im.image_id).data for im in images]
-    finally:
-        db.close()
-    pairs = retrieval_pairs(descriptors, opts.retrieval_neighbors, RETRIEVAL_OVERLAP)
-    path = database.parent / "pairs.txt"
-    path.write_text("".join(f"{images[i].name} {images[j].name}\n" for i, j in pairs))
-    return path, len(pairs)
 
 
 @dataclass

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +14,7 @@ import torch
 
 from pointrix_lite.data.demo import ensure_demo
 from pointrix_lite.process import retrieval, sfm
+from pointrix_lite.process.matching import match_features
 from pointrix_lite.process.options import EXHAUSTIVE_MAX_IMAGES, RETRIEVAL_OVERLAP, ProcessOptions
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,6 +49,65 @@ def test_retrieval_pairs_images_of_the_same_place_whatever_their_names():
     with_order = retrieval.retrieval_pairs(descriptors, neighbours=4, overlap=2)
     assert set(with_order) == set(pairs) | retrieval.sequential_pairs(30, 2)
     assert all(i < j for i, j in with_order) and len(set(with_order)) == len(with_order)
+
+
+def test_similarities_in_blocks_find_the_same_neighbours(monkeypatch):
+    descriptors, place_of = _place_descriptors(places=6, per_place=5)
+    whole = retrieval.retrieval_pairs(descriptors, neighbours=4, overlap=0)
+    monkeypatch.setattr(retrieval, "SIMILARITY_BLOCK", 30 * 4)  # 4 rows of the 30 x 30 similarities at a time
+    assert retrieval.retrieval_pairs(descriptors, neighbours=4, overlap=0) == whole
+    assert all(place_of[i] == place_of[j] for i, j in whole) and len(whole) == 6 * math.comb(5, 2)
+    v = torch.nn.functional.normalize(torch.randn(50, 7, generator=torch.Generator().manual_seed(1)), dim=1)
+    monkeypatch.setattr(retrieval, "SIMILARITY_BLOCK", 50 * 3)
+    blocked = retrieval.similar_pairs(v, 3)
+    monkeypatch.setattr(retrieval, "SIMILARITY_BLOCK", 1 << 24)
+    assert blocked == retrieval.similar_pairs(v, 3)
+
+
+class _CountingReads(Sequence):
+    """Descriptors handed out one image at a time, counting the reads (as pycolmap's database would)."""
+
+    def __init__(self, descriptors: list[np.ndarray]) -> None:
+        self.descriptors, self.reads = descriptors, [0] * len(descriptors)
+
+    def __len__(self) -> int:
+        return len(self.descriptors)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        if not 0 <= i < len(self.descriptors):
+            raise IndexError(i)
+        self.reads[i] += 1
+        return self.descriptors[i]
+
+
+def test_descriptors_are_read_twice_one_image_at_a_time():
+    """The vocabulary's sample and the words are two passes over the images: nothing is held between them,
+    and the pairs are those of the whole set held in memory (the same random draws)."""
+    descriptors, _ = _place_descriptors(places=5, per_place=4, seed=2)
+    descriptors[1] = np.concatenate([descriptors[1]] * 12)  # 2400 > PER_IMAGE: a random subset votes
+    lazy = _CountingReads(descriptors)
+    steps = []
+    pairs = retrieval.retrieval_pairs(lazy, 3, 1, counts=[len(d) for d in descriptors],
+                                      progress=lambda step, done, total: steps.append(step))  # fmt: skip
+    assert lazy.reads == [2] * 20
+    assert pairs == retrieval.retrieval_pairs(descriptors, 3, 1)
+    assert [s for i, s in enumerate(steps) if i == 0 or steps[i - 1] != s] == ["sample", "vocabulary", "words", "similar"]
+
+
+def test_similarities_never_hold_the_whole_matrix():
+    """16,000 images: the n x n similarities would take 1 GB; the blocks take 64 MB (peak RSS of a fresh process)."""
+    code = (
+        "import resource, torch\n"
+        "from pointrix_lite.process.retrieval import similar_pairs\n"
+        "v = torch.nn.functional.normalize(torch.randn(16000, 8, generator=torch.Generator().manual_seed(0)), dim=1)\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "pairs = similar_pairs(v, 5)\n"
+        "print(len(pairs), (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1e3)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
+    n_pairs, grown_mb = out.split()
+    assert 16000 * 5 // 2 <= int(n_pairs) <= 16000 * 5
+    assert float(grown_mb) < 400, f"peak RSS grew by {grown_mb} MB"
 
 
 def test_pair_count_grows_linearly():
@@ -123,7 +186,7 @@ def test_retrieval_matching_on_demo_views(tmp_path):
     database = tmp_path / "database.db"
     sfm.extract_features(pycolmap, database, images, names[:8], opts, lambda d, t: None)
     sfm.extract_features(pycolmap, database, images, names[8:], opts, lambda d, t: None)
-    matched, verified = sfm.match_features(pycolmap, database, "retrieval", opts)
+    matched, verified = match_features(pycolmap, database, "retrieval", opts)
     listed = {tuple(line.split()) for line in (tmp_path / "pairs.txt").read_text().splitlines()}
     assert len(listed) <= 16 * (2 + RETRIEVAL_OVERLAP) and {("r_000.png", "r_001.png"), ("r_014.png", "r_015.png")} <= listed
     db = pycolmap.Database.open(str(database))
