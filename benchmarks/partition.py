@@ -78,11 +78,11 @@ def seams(manifest, scene: Path, renders: dict[str, Path], band: float) -> dict:
     from pointrix_lite.data.cameras import viewmat_from_colmap
     from pointrix_lite.data.demo.scene import DemoCamera
     from pointrix_lite.io.images import read_image
-    from pointrix_lite.partition.compat import colmap
+    from pointrix_lite.io import colmap as colmap_io
     from pointrix_lite.partition.seams import border_distance, class_errors
     from pointrix_lite.partition.synthetic import build_street, surface_points
 
-    cm = colmap()
+    cm = colmap_io
     model = cm.read_model(cm.find_sparse_dir(scene))
     street, rot = build_street(), manifest.ground_rotation()
     cells = [b.cell for b in manifest.blocks]

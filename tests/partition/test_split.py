@@ -9,7 +9,7 @@ import pytest
 
 from pointrix_lite.errors import DataError
 from pointrix_lite.partition.cells import Rect, grid_cells, kd_cells, margins
-from pointrix_lite.partition.compat import colmap
+from pointrix_lite.io import colmap as colmap_io
 from pointrix_lite.partition.frame import find_frame
 from pointrix_lite.partition.manifest import load_manifest
 from pointrix_lite.partition.split import SplitOptions, held_out, pinhole_view, split_scene
@@ -19,7 +19,7 @@ from .conftest import N_VIEWS
 
 
 def _scene(street):
-    cm = colmap()
+    cm = colmap_io
     return cm.read_model(cm.find_sparse_dir(street))
 
 
