@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import DataError
 from ..process.colmap_log import LOG_NAME
 from ..process.options import (
-    CAMERA_MODELS, CLUSTER_IMAGES, CLUSTER_OVERLAP, EXHAUSTIVE_MAX_IMAGES, HIERARCHICAL_MIN_IMAGES, MAPPERS, MATCHERS,
+    CAMERA_MODELS, CLUSTER_IMAGES, CLUSTER_OVERLAP, EXHAUSTIVE_MAX_IMAGES, MAPPERS, MATCHERS,
     RETRIEVAL_NEIGHBORS, RETRIEVAL_OVERLAP, ProcessOptions,
 )
 from .common import EXIT_CRASH, EXIT_INTERRUPTED, EXIT_OK, EXIT_USER_ERROR, run_command
@@ -51,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab-tree", type=Path, help="vocabulary tree file: enables vocab_tree matching and "
                    "loop detection in sequential matching (never downloaded)")
     p.add_argument("--mapper", choices=MAPPERS, default="auto",
-                   help=f"auto: incremental below {HIERARCHICAL_MIN_IMAGES} images, hierarchical (clusters mapped "
-                   "apart, then merged) from there; global: GLOMAP")
+                   help="auto: incremental up to --cluster-images images, hierarchical (clusters mapped apart, "
+                   "then merged) above; global: GLOMAP")
     p.add_argument("--cluster-images", type=int, default=CLUSTER_IMAGES, metavar="N",
                    help=f"hierarchical: at most N images per cluster, plus {CLUSTER_OVERLAP} shared with its "
                    f"neighbour (default {CLUSTER_IMAGES})")

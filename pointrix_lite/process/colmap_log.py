@@ -58,11 +58,11 @@ def follow(log: Path, reader: Callable[[str], str | None], status: Callable[[str
         while True:
             stopping = stop.wait(POLL_SECONDS)
             with contextlib.suppress(OSError):
-                with log.open("r", errors="replace") as f:
+                with log.open("rb") as f:  # bytes: the offset is a file position (glog writes ASCII)
                     f.seek(offset)
-                    text = partial + f.read()
-                    offset = f.tell()
-                *lines, partial = text.split("\n")
+                    data = f.read()
+                offset += len(data)
+                *lines, partial = (partial + data.decode(errors="replace")).split("\n")
                 for line in lines:
                     answer = reader(line)
                     if answer is not None:

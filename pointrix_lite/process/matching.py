@@ -62,7 +62,7 @@ def match_features(
         raise DataError("--matcher vocab_tree needs --vocab-tree FILE (COLMAP would download one, and abort offline)")
     elif matcher not in ("exhaustive", "sequential", "vocab_tree"):
         raise DataError(f"--matcher: unknown matcher {matcher!r}")
-    watch = follow(log, reader, lambda text: say(f"matching: {text}")) if log is not None else contextlib.nullcontext()
+    watch = follow(log, reader, say) if log is not None else contextlib.nullcontext()
     with watch:
         if matcher == "exhaustive":
             pycolmap.match_exhaustive(database, matching_options=matching, device=cpu)

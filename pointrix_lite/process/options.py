@@ -13,9 +13,10 @@ RETRIEVAL_NEIGHBORS = 10  # retrieval: each image is matched with its 10 most si
 RETRIEVAL_OVERLAP = 5  # ... and with the next 5 in name order
 MATCHERS = ("auto", "exhaustive", "retrieval", "sequential", "vocab_tree")
 MAPPERS = ("auto", "incremental", "global", "hierarchical")
-# --mapper auto: incremental below this many images, hierarchical from it (measured: docs/data.md, "Large photo sets")
-HIERARCHICAL_MIN_IMAGES = 1000
-CLUSTER_IMAGES = 500  # hierarchical: images per cluster before its overlap (COLMAP's leaf_max_num_images)
+# hierarchical: images per cluster before its overlap (COLMAP's leaf_max_num_images). --mapper auto maps a set
+# that fits one cluster incrementally (what one cluster would do anyway) and splits larger ones: measured and
+# extrapolated, the first split already maps faster (docs/data.md, "Large photo sets").
+CLUSTER_IMAGES = 500
 CLUSTER_OVERLAP = 50  # hierarchical: images two neighbouring clusters share, where they are merged (COLMAP's default)
 
 
@@ -49,7 +50,8 @@ class ProcessOptions:
         return "exhaustive" if n_images <= EXHAUSTIVE_MAX_IMAGES else "retrieval"
 
     def resolved_mapper(self, n_images: int) -> str:
-        """``auto`` -> incremental below ``HIERARCHICAL_MIN_IMAGES`` images (today's models, unchanged), hierarchical from it."""
+        """``auto`` -> incremental up to ``cluster_images`` images (500: the models of such sets are unchanged),
+        hierarchical above."""
         if self.mapper != "auto":
             return self.mapper
-        return "incremental" if n_images < HIERARCHICAL_MIN_IMAGES else "hierarchical"
+        return "incremental" if n_images <= self.cluster_images else "hierarchical"

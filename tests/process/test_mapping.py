@@ -13,16 +13,17 @@ from pointrix_lite.cli.process import main as process_main
 from pointrix_lite.cli.process import build_parser, to_options
 from pointrix_lite.process import colmap_log, mapping
 from pointrix_lite.process.colmap_log import HierarchicalReader, MatchingReader, follow, log_to
-from pointrix_lite.process.options import CLUSTER_IMAGES, HIERARCHICAL_MIN_IMAGES, ProcessOptions
+from pointrix_lite.process.options import CLUSTER_IMAGES, ProcessOptions
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_auto_mapper_keeps_incremental_below_the_threshold():
+def test_auto_mapper_is_incremental_while_the_set_fits_one_cluster():
     opts = ProcessOptions(out=Path("o"))
-    assert opts.mapper == "auto"
-    assert opts.resolved_mapper(HIERARCHICAL_MIN_IMAGES - 1) == "incremental"
-    assert opts.resolved_mapper(HIERARCHICAL_MIN_IMAGES) == "hierarchical"
+    assert opts.mapper == "auto" and opts.cluster_images == CLUSTER_IMAGES == 500
+    assert opts.resolved_mapper(300) == opts.resolved_mapper(CLUSTER_IMAGES) == "incremental"
+    assert opts.resolved_mapper(CLUSTER_IMAGES + 1) == "hierarchical"
+    assert ProcessOptions(out=Path("o"), cluster_images=100).resolved_mapper(300) == "hierarchical"
     for mapper in ("incremental", "global", "hierarchical"):
         assert ProcessOptions(out=Path("o"), mapper=mapper).resolved_mapper(5000) == mapper
         assert ProcessOptions(out=Path("o"), mapper=mapper).resolved_mapper(10) == mapper
