@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,12 @@ def train_cmd(*args: str) -> list[str]:
 def run_train(*args: str, timeout: float = 180, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``python scripts/train.py ARGS`` from the repository root (``env``: extra variables); output captured as text."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    return subprocess.run(train_cmd(*args), capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+    # A shell that starts pytest in the background without job control leaves SIGINT ignored, and an
+    # ignored signal stays ignored across exec: the child gets Ctrl-C's default back, as in a terminal.
+    return subprocess.run(
+        train_cmd(*args), capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
 
 
 def logged(exp_dir: Path, name: str = "train/loss") -> dict[int, float]:
