@@ -61,7 +61,6 @@ def image_folders(scene: Path, images: str = "images") -> list[str]:
 def write_block(scene: Path, out: Path, model: Any, image_ids: list[int], point_mask: np.ndarray, how: str) -> str:
     """Write block folder ``out`` from the scene's COLMAP ``model``: images ``image_ids``, points where
     ``point_mask`` [N] is True. Returns the weakest way images were placed (``copy`` if any was copied)."""
-    cm = colmap_io
     used = set()
     for folder in image_folders(scene):
         for image_id in image_ids:
@@ -80,6 +79,6 @@ def write_block(scene: Path, out: Path, model: Any, image_ids: list[int], point_
                 used.add(place(masks / rel, out / "masks" / rel, how))
     images = {i: model.images[i] for i in image_ids}
     cameras = {im.camera_id: model.cameras[im.camera_id] for im in images.values() if im.camera_id in model.cameras}
-    sub = cm.ColmapModel(cameras, images, model.xyz[point_mask], model.rgb[point_mask], {})
-    cm.write_model(sub, out / "sparse" / "0", binary=True)
+    sub = colmap_io.ColmapModel(cameras, images, model.xyz[point_mask], model.rgb[point_mask], {})
+    colmap_io.write_model(sub, out / "sparse" / "0", binary=True)
     return max(used, key=LINK_ORDER.index) if used else how

@@ -70,10 +70,9 @@ def _prepare_out(out: Path, overwrite: bool) -> None:
 
 def split_scene(scene: Path, out: Path, opts: SplitOptions, say: Callable[[str], None] = print) -> Manifest:
     """Partition the COLMAP scene ``scene`` into ``out/blocks/block_NNN`` and write ``out/manifest.json``."""
-    cm = colmap_io
     if not scene.is_dir():
         raise DataError(f"--scene: folder not found: {scene}")
-    model = cm.read_model(cm.find_sparse_dir(scene))
+    model = colmap_io.read_model(colmap_io.find_sparse_dir(scene))
     if len(model.xyz) == 0:
         raise DataError(f"{model.files['points3D']}: the scene has no SfM points to partition")
     missing = sorted({im.camera_id for im in model.images.values()} - model.cameras.keys())
