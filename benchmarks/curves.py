@@ -1,7 +1,8 @@
 """Whole training runs side by side: val PSNR against training seconds, one persistent worker per run.
 
 Runs advance in turns of ``val_every`` steps (:func:`run_curves`), so machine load hits them alike;
-each turn's training seconds are timed (validation excluded), then val PSNR is measured at full
+each turn's training seconds are timed (validation excluded; a recipe's seeding before the first step
+included), then val PSNR is measured at full
 resolution; at the end each run reports its test PSNR. Used by ``train --compare`` and
 ``--time-to-psnr``, and by ``appearance``.
 """
@@ -21,12 +22,14 @@ class CurveRun:
     """One persistent curve worker (:func:`benchmarks.training.curve`) and the points it reported."""
 
     def __init__(self, name: str, tree: Path, spec: dict) -> None:
-        self.name, self.points, self.test_psnr = name, [], None
+        self.name, self.points, self.test_psnr, self.half_fitted_psnr = name, [], None, None
         self.proc = subprocess.Popen(workers.command("benchmarks.training:curve", spec), cwd=os.getcwd(),
                                      env=workers.environment(tree), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True)  # fmt: skip
         self.info = self._read()
-        self.points.append({"step": 0, "seconds": 0.0, "psnr": self.info["psnr"], "n": self.info["n"]})
+        # Step 0 at the seconds spent before training (seeding), 0 for most recipes and old revisions.
+        start = self.info.get("seconds", 0.0)
+        self.points.append({"step": 0, "seconds": start, "psnr": self.info["psnr"], "n": self.info["n"]})
         self.done = False
 
     def _read(self) -> dict:
@@ -51,6 +54,7 @@ class CurveRun:
         with_stdin.close()
         final = self._read()
         self.test_psnr = final["test_psnr"]
+        self.half_fitted_psnr = final.get("half_fitted_psnr")  # NeRF-W's protocol (benchmarks.training)
         self.proc.wait()
 
     def time_to(self, target: float) -> tuple[float, int] | None:
@@ -86,7 +90,8 @@ def print_curve_table(runs: list[CurveRun]) -> None:
         print(f"{s:7d} " + " ".join(f"{c:>28}" for c in cells))
     for r in runs:
         last = r.points[-1] if r.points else {"step": 0, "seconds": 0.0}
-        print(f"  {r.name}: test PSNR {r.test_psnr:.2f} dB after {last['step']} steps, {last['seconds']:.1f} s of training")
+        half = f" (NeRF-W half-image protocol: {r.half_fitted_psnr:.2f} dB)" if r.half_fitted_psnr is not None else ""
+        print(f"  {r.name}: test PSNR {r.test_psnr:.2f} dB{half} after {last['step']} steps, {last['seconds']:.1f} s of training")
 
 
 def print_time_to(runs: list[CurveRun], target: float) -> None:

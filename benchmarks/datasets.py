@@ -3,7 +3,9 @@
 * ``photo``: the 56-view 400x300 photo-textured scene (:mod:`pointrix_lite.data.demo.photo`);
 * ``photo160``: the same scene as 160 views of 800x800 (issue 24's end-of-run scene);
 * ``clutter``: the photo scene plus thin poles and planks, background panels at several depths and
-  textures from a zone plate to blocky photos (:mod:`pointrix_lite.data.demo.clutter`).
+  textures from a zone plate to blocky photos (:mod:`pointrix_lite.data.demo.clutter`);
+* ``outdoor``: the photo scene's solids under a bright sky behind a distant skyline, cameras low enough
+  that a third of each view is sky and skyline (:mod:`pointrix_lite.data.demo.outdoor`; issue 43's floaters).
 
 (:mod:`benchmarks.scenes` holds the rasterizer's scenes: Gaussians and one camera, no images.)
 """
@@ -20,6 +22,7 @@ SCENES: dict[str, tuple[str, str, tuple[int, ...]]] = {
     "photo": ("photo", "bench_photo", ()),
     "photo160": ("photo", "bench_photo_160x800", (160, 800, 800)),
     "clutter": ("clutter", "bench_clutter", ()),
+    "outdoor": ("outdoor", "bench_outdoor", ()),
 }
 
 

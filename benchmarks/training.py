@@ -80,14 +80,25 @@ def steps(spec: dict) -> dict:
             "threads": torch.get_num_threads(), "torch": torch.__version__}
 
 
+def _phase_seconds(name: str) -> float:
+    try:  # revisions before the phase timer have no phases to add
+        from pointrix_lite.progress import PHASES
+    except ImportError:
+        return 0.0
+    return float(PHASES.seconds.get(name, 0.0))
+
+
 def curve(spec: dict) -> None:
     """Worker, persistent: each ``next`` line on stdin trains up to the next val point and reports it;
     ``stop`` (or reaching max_steps) runs the test views and ends."""
     trainer = build_trainer(spec)
     max_steps = trainer.cfg.trainer.max_steps
-    it, seconds = batches(trainer), 0.0
+    it = batches(trainer)
+    # Time spent before the first step that a recipe adds (model.seeding's plane sweep) counts as training
+    # time, so runs compared "at equal time" pay for it.
+    seconds = _phase_seconds("seeding")
     psnr0 = trainer.validation()["psnr"]  # untimed: also loads the native extension (a JIT build on first use)
-    emit({"ready": True, "max_steps": max_steps, "n": trainer.model.num_gaussians, "psnr": psnr0})
+    emit({"ready": True, "max_steps": max_steps, "n": trainer.model.num_gaussians, "psnr": psnr0, "seconds": seconds})
     for line in sys.stdin:
         if line.strip() != "next" or trainer.global_step >= max_steps:
             break
@@ -101,4 +112,22 @@ def curve(spec: dict) -> None:
               "done": trainer.global_step >= max_steps})
     test = trainer._evaluate("test", list(trainer.dataset.test_views), None)
     psnrs = [m["psnr"] for m in test.values()]
-    emit({"test_psnr": sum(psnrs) / max(len(psnrs), 1), "step": trainer.global_step, "seconds": seconds})
+    emit({"test_psnr": sum(psnrs) / max(len(psnrs), 1), "step": trainer.global_step, "seconds": seconds,
+          "half_fitted_psnr": _half_fitted(trainer)})
+
+
+def _half_fitted(trainer: Any) -> float | None:
+    """Mean test PSNR under NeRF-W's protocol (gain and bias fitted on each view's left half, the right
+    half scored), the same for every run whatever its hooks; None on revisions without it."""
+    try:
+        from pointrix_lite.model.appearance_hook import half_fitted_psnr
+    except ImportError:
+        return None
+    import torch
+
+    scores = []
+    with torch.no_grad():
+        for view in trainer.dataset.test_views:
+            rgb = trainer.renderer(trainer.model, [view.camera], trainer.dataset.background)["rgb"][0]
+            scores.append(half_fitted_psnr(rgb, view.float_image(rgb.device)))
+    return sum(scores) / max(len(scores), 1)

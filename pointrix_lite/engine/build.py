@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,7 +68,9 @@ def build_scene(
     2. ``DATASETS.build(cfg.dataset, device=...)``; its training images pinned when training on
        CUDA (``device_policy.pin_host_images``); a turned data set (``dataset.orientation``)
        saves its rotation into ``exp_dir`` (when given)
-    3. ``MODELS.build(cfg.model, dataset=dataset).to(device)``
+    3. ``model.seeding`` (when the model's config has it) adds points to the data set's cloud
+       (``data/seeding``; kept in ``exp_dir`` for a resumed run), then
+       ``MODELS.build(cfg.model, dataset=dataset).to(device)``
     4. ``RENDERERS.build(cfg.renderer)`` (moved to ``device`` if a Module), then
        ``renderer.prepare(device, announce=announce)`` if it has one (the native CPU build)
 
@@ -88,6 +90,8 @@ def build_scene(
         cameras.pin_images(dataset.train_views)
     if after_dataset is not None:
         after_dataset(dataset)
+    if model is None:
+        _seed(cfg, dataset, exp_dir)
     model = (MODELS.build(cfg.model, "model", dataset=dataset) if model is None else model).to(device)
     renderer = RENDERERS.build(cfg.renderer, "renderer")
     if isinstance(renderer, torch.nn.Module):
@@ -96,3 +100,15 @@ def build_scene(
     if callable(prepare):  # e.g. the native CPU build: here, not in the first step's train_seconds
         prepare(device, announce=announce)
     return Scene(dataset, model, renderer, device)
+
+
+def _seed(cfg: ExperimentConfig, dataset: Any, exp_dir: Path | None) -> None:
+    """Apply ``model.seeding`` to ``dataset.point_cloud`` (a model type without the option: nothing)."""
+    from ..config import from_dict
+    from ..data.seeding import SeedingConfig, seeded_cloud
+
+    seeding = cfg.model.get("seeding")
+    if isinstance(seeding, Mapping):  # a plain dict config written in Python
+        seeding = from_dict(SeedingConfig, seeding, "model.seeding")
+    if isinstance(seeding, SeedingConfig) and seeding.enabled and getattr(dataset, "point_cloud", None) is not None:
+        dataset.point_cloud = seeded_cloud(dataset, seeding, int(cfg.model.get("seed", 0)), exp_dir)

@@ -59,3 +59,27 @@ class AppearanceCorrection(nn.Module):
         """``rgb [H, W, 3]`` of view ``index`` -> its photo's colours (a ``View.color_transform``)."""
         ids = torch.tensor([index], device=self.delta.device)
         return self(rgb[None], ids)[0]
+
+
+def fit_transform(rgb: Tensor, target: Tensor, mode: str = "gain_bias") -> tuple[Tensor, Tensor]:
+    """The least-squares colour transform of ``mode`` that maps ``rgb [N, 3]`` onto ``target [N, 3]``.
+
+    Closed form (both modes are linear in their numbers): ``gain_bias`` a line per channel, ``affine``
+    one 4 x 3 least-squares solve. Used for NeRF-W's test protocol, where a test photo's appearance is
+    fitted on half of it (:class:`~pointrix_lite.model.appearance_hook.AppearanceOptHook`).
+
+    Returns:
+        ``[3, 3]`` colour matrix (diagonal for ``gain_bias``) and ``[3]`` bias, float64:
+        ``out = rgb @ M.T + b``.
+    """
+    x, y = rgb.double(), target.double()
+    if mode == "gain_bias":
+        mx, my = x.mean(0), y.mean(0)
+        var = ((x - mx) ** 2).mean(0)
+        gain = torch.where(var > 1e-12, ((x - mx) * (y - my)).mean(0) / var.clamp_min(1e-12), torch.ones_like(var))
+        return torch.diag(gain), my - gain * mx
+    if mode != "affine":
+        raise ValueError(f"fit_transform mode must be one of {sorted(MODES)}, got {mode!r}")
+    design = torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype, device=x.device)], 1)  # [N, 4]
+    solution = torch.linalg.lstsq(design, y).solution  # [4, 3]
+    return solution[:3].T, solution[3]

@@ -24,13 +24,16 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import torch
+from torch import Tensor
 
 from .. import distributed
 from ..config import OptionError
 from ..errors import CheckpointError, ConfigError
 from ..hook import Hook, Priority
+from ..metrics.aggregate import mean_metrics
+from ..metrics.psnr import psnr
 from ..registry import HOOKS
-from .appearance import MODES, AppearanceCorrection
+from .appearance import MODES, AppearanceCorrection, fit_transform
 from .per_view import check_view_rows, load_per_view_state, per_view_state
 
 HOME = "hooks.AppearanceOptHook"  # where a config built in Python says its errors are
@@ -86,6 +89,7 @@ class AppearanceOptHook(Hook):
         self.optimizer: torch.optim.Adam | None = None
         self.base_lr = 0.0  # lr at step 0 (config lr x sqrt(batch)), set in before_run
         self._attached = False  # this step's batch carries our transforms
+        self.per_view_half: dict[str, dict[str, float]] = {}
 
     def before_run(self) -> None:
         trainer = self.trainer
@@ -132,6 +136,21 @@ class AppearanceOptHook(Hook):
             with torch.no_grad():
                 self.correction.delta.sub_(self.correction.delta.mean(0, keepdim=True))
 
+    def before_test_epoch(self) -> None:
+        self.per_view_half = {}
+
+    def after_test_iter(self, batch_idx: int, batch: list) -> None:
+        """NeRF-W's protocol on the view the trainer has just rendered (module docstring)."""
+        rgb = self.trainer.render_out["rgb"]
+        for view, render in zip(batch, rgb):
+            self.per_view_half[view.name] = {"psnr": half_fitted_psnr(render, view.float_image(render.device),
+                                                                      self.config.mode, self.config.clip)}  # fmt: skip
+
+    def after_test_epoch(self, metrics: dict) -> None:
+        if self.per_view_half:
+            self.trainer.test_report["mean_half_fitted"] = mean_metrics(self.per_view_half)
+            self.trainer.test_report["per_view_half_fitted"] = self.per_view_half
+
     def state_dict(self) -> dict[str, Any]:
         if self.correction is None or self.optimizer is None:
             return {}
@@ -146,3 +165,13 @@ class AppearanceOptHook(Hook):
                 f"AppearanceOptHook: checkpoint has mode {mode!r} transforms, this config has mode {self.correction.mode!r}"
             )
         load_per_view_state("AppearanceOptHook", "colour transforms", self.correction.delta, self.optimizer, state)
+
+
+def half_fitted_psnr(render: Tensor, photo: Tensor, mode: str = "gain_bias", clip: bool = True) -> float:
+    """PSNR on the right half of ``photo [H, W, 3]`` of ``render [H, W, 3]`` under the ``mode`` transform
+    fitted on the left half (columns ``< W // 2``)."""
+    half = render.shape[1] // 2
+    left, right = render[:, :half].reshape(-1, 3), render[:, half:]
+    M, b = fit_transform(left.detach(), photo[:, :half].reshape(-1, 3), mode)
+    out = (right.double() @ M.T + b).to(render.dtype)
+    return float(psnr(out.clamp(0.0, 1.0) if clip else out, photo[:, half:]))

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import OptionError
+from ..data.seeding import SeedingConfig
 from ..errors import CheckpointError
 from ..registry import MODELS
 from .optimizer import LearningRates, build_adam, exponential_lr
@@ -98,6 +99,10 @@ class GaussianModel(nn.Module):
         # last along the local surface normal): a Gaussian on a surface flattens onto it by shrinking one
         # scale, in whatever frame the scene comes (identity axes favour scenes aligned with the world axes).
         init_oriented: bool = False
+        # Points added to the data set's cloud before the Gaussians are made from it: plane-sweep depth
+        # where structure from motion found nothing, a far shell for the sky (data/seeding/; applied by
+        # engine/build.py, which keeps them in exp_dir for a resumed run).
+        seeding: SeedingConfig = field(default_factory=SeedingConfig)
         seed: int = 0  # random init points and rotations
         lr: LearningRates = field(default_factory=LearningRates)
         means_lr_final_factor: float = 0.01  # means lr decays exponentially to this fraction at max_steps

@@ -86,3 +86,15 @@ def real_raw_config(out: Path, scene: Path, backend: str = "torch", **trainer: A
                   {"type": "CheckPointHook", "interval": 8, "max_keep": None}],
         "writers": [{"type": "JsonlWriter", "save_images": False}],
     }
+
+
+def stop_after(step: int) -> Any:
+    """A hook that asks the trainer to stop (as a first Ctrl-C does) once step ``step`` has finished."""
+    from pointrix_lite.hook import Hook
+
+    class StopAfter(Hook):
+        def after_train_iter(self, batch_idx: int, batch: list) -> None:
+            if self.trainer.global_step == step:
+                self.trainer._stop_requested = True
+
+    return StopAfter()

@@ -8,19 +8,12 @@ import pytest
 import torch
 
 from pointrix_lite.engine.experiment import load_experiment
-from pointrix_lite.engine.hooks import Hook
 from pointrix_lite.engine.trainer import DefaultTrainer, TrainingInterrupted
 
-from .scene import real_raw_config
+from .scene import real_raw_config, stop_after
 from .test_exact_resume import _tensors_equal
 
 STOP = 8
-
-
-class _StopAfter(Hook):
-    def after_train_iter(self, batch_idx: int, batch: list) -> None:
-        if self.trainer.global_step == STOP:
-            self.trainer._stop_requested = True
 
 STRATEGIES = {
     "fastgs": {"type": "DefaultStrategy", "refine_start_iter": 2, "refine_every": 3, "reset_every": 1000,
@@ -53,7 +46,7 @@ def test_resume_with_error_scores_equals_uninterrupted_run(tmp_path, tiny_scene,
     straight.run()
 
     stopped = _trainer(tmp_path, "stopped", tiny_scene, backend, STRATEGIES[kind])
-    stopped.register_hook(_StopAfter())
+    stopped.register_hook(stop_after(STOP))
     with pytest.raises(TrainingInterrupted) as info:
         stopped.run()
     saved = torch.load(info.value.checkpoint, map_location="cpu", weights_only=False)["strategy"]

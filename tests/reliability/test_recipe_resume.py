@@ -12,21 +12,12 @@ import pytest
 import torch
 
 from pointrix_lite.engine.experiment import load_experiment
-from pointrix_lite.engine.hooks import Hook
 from pointrix_lite.engine.trainer import DefaultTrainer, TrainingInterrupted
 
-from .scene import real_raw_config
+from .scene import real_raw_config, stop_after
 from .test_exact_resume import _tensors_equal
 
 STOP, CAP = 7, 200
-
-
-class _StopAfter(Hook):
-    """Asks the trainer to stop (as a first Ctrl-C does) once step STOP has finished."""
-
-    def after_train_iter(self, batch_idx: int, batch: list) -> None:
-        if self.trainer.global_step == STOP:
-            self.trainer._stop_requested = True
 
 
 def _trainer(tmp_path, name: str, scene, backend: str) -> DefaultTrainer:
@@ -56,7 +47,7 @@ def test_resume_with_recipe_options_equals_uninterrupted_run(tmp_path, tiny_scen
     straight.run()
 
     stopped = _trainer(tmp_path, "stopped", tiny_scene, backend)
-    stopped.register_hook(_StopAfter())
+    stopped.register_hook(stop_after(STOP))
     with pytest.raises(TrainingInterrupted) as info:
         stopped.run()
     resumed = _trainer(tmp_path, "stopped", tiny_scene, backend)

@@ -1,0 +1,131 @@
+"""Initial points where the data set's cloud has none (issue 43), added before the model is built.
+
+Structure from motion puts points only where features matched: untextured and thin surfaces get none,
+and the sky none at all. MCMC and the default strategy only grow Gaussians next to existing ones, so
+what the cloud misses is learnt late, or by floaters that the nearest Gaussians send towards it.
+
+* ``mvs`` (:mod:`.plane_sweep`, :mod:`.fusion`): per training view, a plane-sweep depth map against its neighbours
+  at a reduced size, kept where the neighbours' own depths agree, back-projected where the cloud is
+  empty;
+* ``sky`` (:mod:`.sky`): Gaussians on a far shell in the directions the training views see, so the
+  sky and distant background start far away instead of being drawn by Gaussians near the scene.
+
+The options sit with the model's other ``init_*`` options (``model.seeding``); the engine applies them
+to the data set's cloud before the model is built (``engine/build.py``), through :func:`seeded_cloud`,
+which keeps the result in ``<exp_dir>/seed_points.npz``: a resumed run, ``render.py --exp-dir`` and the
+viewer read it back instead of sweeping again. Both stages draw from their own generators (seeded by
+``model.seed``), so a run's other random numbers are unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..pointcloud import PointCloud
+
+
+@dataclass
+class SeedingConfig:
+    """``model.seeding``: what to add to the data set's initial cloud (all off by default)."""
+
+    mvs: bool = False  # plane-sweep depth of the training views fills where the cloud is empty
+    mvs_size: int = 160  # long side (px) of the views the sweep runs at
+    mvs_depths: int = 64  # depth planes, uniform in inverse depth between the cloud's near and far
+    mvs_neighbours: int = 4  # views each depth map is matched against
+    mvs_max_points: int = 100_000  # at most this many points added (uniform subsample)
+    sky: int = 0  # Gaussians on a far shell (0 = none)
+    sky_radius: float = 10.0  # shell radius in units of the scene extent
+
+    def __post_init__(self) -> None:
+        from ...config import OptionError
+
+        def bad(key: str, problem: str) -> None:
+            raise OptionError(key, problem, "model.seeding")
+
+        if self.mvs_size < 16:
+            bad("mvs_size", f"must be >= 16, got {self.mvs_size}")
+        if self.mvs_depths < 2:
+            bad("mvs_depths", f"must be >= 2, got {self.mvs_depths}")
+        if self.mvs_neighbours < 1:
+            bad("mvs_neighbours", f"must be >= 1, got {self.mvs_neighbours}")
+        if self.mvs_max_points < 0:
+            bad("mvs_max_points", f"must be >= 0 (0 = no limit), got {self.mvs_max_points}")
+        if self.sky < 0:
+            bad("sky", f"must be >= 0, got {self.sky}")
+        if not self.sky_radius > 1.0:
+            bad("sky_radius", f"must be > 1 (units of the scene extent), got {self.sky_radius}")
+
+    @property
+    def enabled(self) -> bool:
+        return self.mvs or self.sky > 0
+
+
+def seed_points(
+    cloud: PointCloud | None,
+    dataset: Any,
+    cfg: SeedingConfig,
+    seed: int = 0,
+    log: Callable[[str], None] | None = None,
+) -> PointCloud | None:
+    """``cloud`` with the points ``cfg`` asks for appended (``cloud`` itself when nothing is asked).
+
+    Args:
+        cloud: The data set's initial points, or None (the model then starts from a random cube, and
+            nothing is added: the sweep's depth range comes from the cloud).
+        dataset: Has ``train_views`` (:class:`~pointrix_lite.data.cameras.View`) and ``scene_extent``.
+        seed: Seeds the subsampling generators.
+        log: Called with one status line per seeding stage.
+    """
+    if cloud is None or not cfg.enabled:
+        return cloud
+    say = log or (lambda line: None)
+    parts = [cloud]
+    if cfg.mvs:
+        from .fusion import mvs_points
+
+        parts.append(mvs_points(cloud, dataset.train_views, cfg, seed, say))
+    if cfg.sky > 0:
+        from .sky import sky_points
+
+        parts.append(sky_points(dataset.train_views, dataset.scene_extent, cfg, seed, say))
+    return PointCloud(torch.cat([p.xyz for p in parts]), torch.cat([p.rgb for p in parts]))
+
+
+CACHE_NAME = "seed_points.npz"
+
+
+def seeded_cloud(dataset: Any, cfg: SeedingConfig, seed: int, cache_dir: Path | None) -> PointCloud | None:
+    """:func:`seed_points` of ``dataset.point_cloud``, read from ``cache_dir/seed_points.npz`` when that
+    holds the same request (options, seed, cloud and training views), else computed and written there
+    (``cache_dir`` None: computed, not kept)."""
+    from ...io.atomic import atomic_write
+    from ...progress import console
+
+    cloud = dataset.point_cloud
+    if cloud is None or not cfg.enabled:
+        return cloud
+    key = json.dumps(
+        {"seeding": asdict(cfg), "seed": seed, "cloud": len(cloud), "cloud_sum": float(cloud.xyz.double().sum()),
+         "views": [v.name for v in dataset.train_views], "size": [v.camera.width for v in dataset.train_views[:1]]},
+        sort_keys=True,
+    )  # fmt: skip
+    path = cache_dir / CACHE_NAME if cache_dir is not None else None
+    if path is not None and path.is_file():
+        try:
+            with np.load(path) as kept:
+                if str(kept["key"]) == key:
+                    console().print(f"seeding: {len(kept['xyz']) - len(cloud):,} points read from {path}", markup=False)
+                    return PointCloud(torch.from_numpy(kept["xyz"]), torch.from_numpy(kept["rgb"]))
+        except (OSError, ValueError, KeyError):  # unreadable or from another version: seed again, overwrite
+            pass
+    out = seed_points(cloud, dataset, cfg, seed, lambda line: console().print(line, markup=False))
+    if path is not None:
+        atomic_write(path, lambda f: np.savez(f, key=np.array(key), xyz=out.xyz.numpy(), rgb=out.rgb.numpy()))
+    return out

@@ -1,0 +1,85 @@
+"""model.seeding.sky: shell points at the radius, only where the training views look, coloured by them."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from pointrix_lite.data.cameras import Camera, View, look_at
+from pointrix_lite.data.pointcloud import PointCloud
+from pointrix_lite.data.seeding import SeedingConfig, seed_points
+from pointrix_lite.data.seeding.sky import project, sky_points
+
+W, H, F = 64, 48, 50.0  # 65 x 51 degree field of view: the +x and +y views below do not overlap
+
+
+def _view(eye, target, image: torch.Tensor, index: int) -> View:
+    viewmat = torch.from_numpy(look_at(np.asarray(eye, float), np.asarray(target, float))).float()
+    return View(Camera(F, F, W / 2, H / 2, W, H, viewmat), image, f"v{index}", index)
+
+
+def _flat(rgb) -> torch.Tensor:
+    return torch.tensor(rgb, dtype=torch.uint8).expand(H, W, 3).clone()
+
+
+def _views() -> list[View]:
+    """Two cameras near the origin, one looking along +x (all red), one along +y (all green)."""
+    red, green = _flat((200, 10, 10)), _flat((10, 200, 10))
+    return [_view((0.1, 0, 0), (5, 0, 0), red, 0), _view((0, 0.1, 0), (0, 5, 0), green, 1)]
+
+
+def _sky(views, n=600, radius=10.0, extent=2.0, seed=0, lines=None):
+    cfg = SeedingConfig(sky=n, sky_radius=radius)
+    return sky_points(views, extent, cfg, seed, (lines if lines is not None else []).append)
+
+
+def test_points_lie_on_the_shell_in_the_views_and_nowhere_else():
+    views = _views()
+    lines: list[str] = []
+    cloud = _sky(views, lines=lines)
+    assert len(cloud) == 600 and cloud.xyz.dtype == torch.float32 and cloud.rgb.shape == (600, 3)
+    centre = torch.stack([v.camera.camera_center for v in views]).mean(0)
+    assert torch.allclose((cloud.xyz - centre).norm(dim=1), torch.tensor(20.0), rtol=1e-5)  # 10 x extent 2
+    seen = torch.stack([project(v, cloud.xyz.double())[2] for v in views])
+    assert seen.any(0).all()  # every point is in some view ...
+    assert not (seen.all(0)).any()  # ... and these two views share none
+    d = cloud.xyz - centre
+    assert not ((d[:, 0] < 0) & (d[:, 1] < 0)).any()  # nothing behind both cameras
+    # Both views get a share of the points in proportion to the solid angle they see (equal here).
+    assert abs(int(seen[0].sum()) - int(seen[1].sum())) < 0.1 * len(cloud)
+    assert lines == ["seeding: sky shell, 600 points at radius 20.0 (10 x extent)"]
+
+
+def test_colours_come_from_the_views_that_see_the_point():
+    views = _views()
+    cloud = _sky(views)
+    seen_by_x = project(views[0], cloud.xyz.double())[2]
+    assert torch.allclose(cloud.rgb[seen_by_x], torch.tensor([200, 10, 10]) / 255.0)
+    assert torch.allclose(cloud.rgb[~seen_by_x], torch.tensor([10, 200, 10]) / 255.0)
+    # A gradient: each point gets the pixel it projects to (one view: the median is that pixel).
+    u, v = torch.meshgrid(torch.arange(W), torch.arange(H), indexing="xy")
+    grad = torch.stack([u * 4, v * 5, 255 - u * 4], dim=-1).to(torch.uint8)
+    gview = _view((0, 0, 0), (5, 0, -5), grad, 0)
+    cloud = _sky([gview], n=300)
+    col, row, inside = project(gview, cloud.xyz.double())
+    assert inside.all()
+    assert torch.allclose(cloud.rgb, grad[row, col].float() / 255.0)
+
+
+def test_deterministic_and_added_after_the_cloud():
+    views = _views()
+    a, b = _sky(views, seed=3), _sky(views, seed=3)
+    assert torch.equal(a.xyz, b.xyz) and torch.equal(a.rgb, b.rgb)
+    torch.manual_seed(0)
+    before = torch.rand(1)
+    torch.manual_seed(0)
+    _sky(views, seed=3)
+    assert torch.equal(torch.rand(1), before)  # the global generator is untouched
+
+    class Data:
+        train_views, scene_extent = views, 2.0
+
+    cloud = PointCloud(torch.zeros(5, 3), torch.full((5, 3), 0.5))
+    lines: list[str] = []
+    out = seed_points(cloud, Data(), SeedingConfig(sky=250), seed=1, log=lines.append)
+    assert len(out) == 255 and torch.equal(out.xyz[:5], cloud.xyz) and len(lines) == 1
