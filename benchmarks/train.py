@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare", nargs="+", metavar="CFG[@REV][+k=v]", help="whole val-PSNR curves, side by side")
     p.add_argument("--max-seconds", type=float, help="curve modes: stop a run after this many training seconds")
     p.add_argument("--scene", choices=("demo", *SCENES), default="demo",
-                   help="photo / clutter / photo160: generate that COLMAP scene (benchmarks/datasets.py) and train on it")
+                   help="photo / clutter / photo160 / outdoor: generate that COLMAP scene (benchmarks/datasets.py) and train on it")
     p.add_argument("--plot", type=Path, help="curve modes: write PSNR-vs-seconds/steps PNG here")
     add_run_arguments(p, __name__)
     args = p.parse_args(argv)
