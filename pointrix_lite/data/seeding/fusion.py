@@ -37,10 +37,10 @@ def _back_project(view: SweepView, depth: Tensor) -> Tensor:
     return (cam - view.t) @ view.R
 
 
-def _agreement(ref: SweepView, depth: Tensor, other: SweepView, other_depth: Tensor) -> Tensor:
-    """[H, W] bool: ``ref``'s depth confirmed by ``other``'s depth map (module docstring)."""
+def _agreement(ref: SweepView, depth: Tensor, xyz: Tensor, other: SweepView, other_depth: Tensor) -> Tensor:
+    """[H, W] bool: ``ref``'s depth (its points ``xyz [H * W, 3]``) confirmed by ``other``'s depth map
+    (module docstring)."""
     _, h, w = ref.image.shape
-    xyz = _back_project(ref, depth)
     u, v, z = other.project(xyz)
     _, ho, wo = other.image.shape
     ui, vi = u.floor().long(), v.floor().long()
@@ -99,9 +99,10 @@ def mvs_points(
         for r, (view, depth) in enumerate(zip(views, depths)):
             if not neighbours[r]:
                 continue
-            agree = sum(_agreement(view, depth, views[n], depths[n]).int() for n in neighbours[r])
+            xyz_r = _back_project(view, depth)
+            agree = sum(_agreement(view, depth, xyz_r, views[n], depths[n]).int() for n in neighbours[r])
             keep = ((depth > 0) & (agree >= min(MIN_AGREE, len(neighbours[r])))).reshape(-1)
-            points.append(_back_project(view, depth)[keep])
+            points.append(xyz_r[keep])
             colours.append(view.image.reshape(3, -1).T[keep])
             footprints.append(depth.reshape(-1)[keep] / float(view.K[0, 0]))  # one reduced pixel, world units
         if not points:

@@ -132,12 +132,11 @@ def _patch_var(x: Tensor) -> Tensor:
     return (_box((x * x).mean(1, keepdim=True)) - m * m).clamp_min(0)
 
 
-def _ncc_cost(ref: Tensor, warped: Tensor) -> Tensor:
-    """[D, H, W] 1 - NCC of ``ref [1, 3, H, W]`` against each ``warped [D, 3, H, W]`` over the patch,
-    the three channels taken as one patch (a colour edge between equal greys still matches).
+def _ncc_cost(ref: Tensor, mr: Tensor, var_r: Tensor, warped: Tensor) -> Tensor:
+    """[D, H, W] 1 - NCC of ``ref [1, 3, H, W]`` (its patch means ``mr`` and variances ``var_r``,
+    [1, 1, H, W], the same for every source) against each ``warped [D, 3, H, W]`` over the patch, the
+    three channels taken as one patch (a colour edge between equal greys still matches).
     Channel means come before the box filter (both are linear): a third of the filtering."""
-    mr = _box(ref.mean(1, keepdim=True))
-    var_r = _patch_var(ref)
     mw = _box(warped.mean(1, keepdim=True))
     var_w = (_box((warped * warped).mean(1, keepdim=True)) - mw * mw).clamp_min(0)
     cov = _box((warped * ref).mean(1, keepdim=True)) - mr * mw
@@ -150,6 +149,8 @@ def depth_map(ref: SweepView, sources: list[SweepView], near: float, far: float,
     inv = torch.linspace(1.0 / near, 1.0 / far, planes)
     depths = 1.0 / inv
     rays = ref.rays()
+    image = ref.image[None]
+    mr, var_r = _box(image.mean(1, keepdim=True)), _patch_var(image)
     costs = []
     for src in sources:
         R_rel = src.R @ ref.R.T
@@ -165,7 +166,7 @@ def depth_map(ref: SweepView, sources: list[SweepView], near: float, far: float,
         grid = torch.stack([gx, gy], -1).reshape(1, planes * h, w, 2)
         warped = F.grid_sample(src.image[None], grid, align_corners=False)  # [1, 3, D * H, W]
         warped = warped.reshape(3, planes, h, w).transpose(0, 1)
-        costs.append(_ncc_cost(ref.image[None], warped).masked_fill_(~inside.reshape(planes, h, w), float("inf")))
+        costs.append(_ncc_cost(image, mr, var_r, warped).masked_fill_(~inside.reshape(planes, h, w), float("inf")))
     stacked = torch.stack(costs).sort(0).values  # [S, D, H, W], best neighbour first
     best_half = stacked[: (len(sources) + 1) // 2]
     agg = torch.where(torch.isfinite(best_half), best_half, torch.full_like(best_half, 2.0)).mean(0)  # [D, H, W]
@@ -177,6 +178,6 @@ def depth_map(ref: SweepView, sources: list[SweepView], near: float, far: float,
     offset = torch.where(curve > 1e-9, 0.5 * (c0 - c2) / curve.clamp_min(1e-9), torch.zeros_like(c1)).clamp(-0.5, 0.5)
     step = (inv[-1] - inv[0]) / (planes - 1)
     depth = 1.0 / (inv[0] + (kk.float() + offset) * step)
-    textured = _patch_var(ref.image[None])[0, 0] > MIN_STD**2
+    textured = var_r[0, 0] > MIN_STD**2
     good = (cost < MAX_COST) & (k > 0) & (k < planes - 1) & textured & ref.valid
     return torch.where(good, depth, torch.zeros_like(depth))
