@@ -4,6 +4,8 @@
     python -m benchmarks appearance --steps 1000 --seed 1
     python -m benchmarks appearance --against REV   # + the repaired run on REV's code (or a tree's: a path)
     python -m benchmarks appearance --affine        # + the repaired images with a 3x3 colour matrix per view
+    python -m benchmarks appearance --bilagrid      # + the repaired images with a bilateral grid per view
+    python -m benchmarks appearance --vignette 0.4 --affine --bilagrid 0.01 0.002   # + vignetting; a grid run per lr
     python -m benchmarks appearance --step-time [--against REV]   # masked vs unmasked step time only
 
 Real captures change exposure and white balance from photo to photo and have people or cars in some
@@ -67,8 +69,12 @@ def occluder(rng: np.random.Generator, h: int, w: int) -> tuple[np.ndarray, np.n
     return keep, np.where(stripes, a, b)
 
 
-def spoil(src: Path, spoiled: Path, repaired: Path, seed: int) -> dict:
-    """Write the two spoiled COLMAP folders (same images; ``repaired`` also has ``masks/``)."""
+def spoil(src: Path, spoiled: Path, repaired: Path, seed: int, vignette: float = 0.0) -> dict:
+    """Write the two spoiled COLMAP folders (same images; ``repaired`` also has ``masks/``).
+
+    ``vignette`` > 0: each training image also darkens towards its corners, by a factor
+    ``1 - v * r^2`` (``r`` = 1 at the corners) with ``v`` drawn from [0, vignette] per image: an
+    exposure that varies across the image, which one transform per image cannot undo."""
     rng = np.random.default_rng(seed)
     for out in (spoiled, repaired):
         if out.exists():
@@ -87,6 +93,11 @@ def spoil(src: Path, spoiled: Path, repaired: Path, seed: int) -> dict:
             gain = np.clip(rng.uniform(*GAIN) * rng.uniform(1 - WHITE_BALANCE, 1 + WHITE_BALANCE, 3), *GAIN)
             gains.append(gain)
             rgb = rgb * gain
+            if vignette > 0:
+                h, w = rgb.shape[:2]
+                yy, xx = np.mgrid[0:h, 0:w]
+                r2 = ((xx + 0.5 - w / 2) ** 2 + (yy + 0.5 - h / 2) ** 2) / ((w / 2) ** 2 + (h / 2) ** 2)
+                rgb = rgb * (1 - rng.uniform(0, vignette) * r2)[..., None]
             if train_idx % OCCLUDED_EVERY == 0:
                 keep, patch = occluder(rng, *rgb.shape[:2])
                 rgb = np.where(keep[..., None], rgb, patch)
@@ -99,15 +110,17 @@ def spoil(src: Path, spoiled: Path, repaired: Path, seed: int) -> dict:
     return {"images": len(names), "train": len(gains), "occluded": occluded, "gain_min": g.min(), "gain_max": g.max()}
 
 
-def run_config(scratch: Path, name: str, data_path: Path, appearance: str | None, steps: int) -> Path:
-    """configs/demo.yaml's recipe on a COLMAP folder (+ AppearanceOptHook of mode ``appearance``)."""
+def run_config(scratch: Path, name: str, data_path: Path, appearance: str | None, steps: int,
+               hook_options: dict | None = None) -> Path:
+    """configs/demo.yaml's recipe on a COLMAP folder (+ AppearanceOptHook of mode ``appearance``, with
+    ``hook_options``)."""
     cfg = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
     cfg["dataset"] = {"type": "ColmapDataset", "data_path": str(data_path), "white_background": False,
                       "test_every": TEST_EVERY}
     cfg["trainer"]["max_steps"] = steps
     cfg["save_ckpt_after_iter"] = steps  # the last step's checkpoint holds the transforms (gauge())
     if appearance:
-        cfg["hooks"].append({"type": "AppearanceOptHook", "mode": appearance})
+        cfg["hooks"].append({"type": "AppearanceOptHook", "mode": appearance, **(hook_options or {})})
     path = scratch / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
@@ -149,14 +162,19 @@ def step_time(args: argparse.Namespace, spoiled: Path, repaired: Path, other: tu
 def curves(args: argparse.Namespace, clean: Path, spoiled: Path, repaired: Path, other: tuple[str, Path] | None) -> None:
     """The three (``--against``: four) training runs side by side, then their test PSNRs and the gauge."""
     keep = ["ResolutionScheduleHook", "AppearanceOptHook", "CheckPointHook"]  # every run saves its last step
-    cases = [("clean", clean, None, REPO), ("spoiled", spoiled, None, REPO), ("repaired", repaired, "gain_bias", REPO)]
+    cases = [("clean", clean, None, REPO, None), ("spoiled", spoiled, None, REPO, None),
+             ("repaired", repaired, "gain_bias", REPO, None)]
     if args.affine:
-        cases.append(("repaired, affine", repaired, "affine", REPO))
+        cases.append(("repaired, affine", repaired, "affine", REPO, None))
+    for lr in args.bilagrid if args.bilagrid is not None else []:
+        cases.append((f"repaired, bilagrid lr {lr:g}", repaired, "bilagrid", REPO, {"lr": lr}))
+    if args.bilagrid == []:
+        cases.append(("repaired, bilagrid", repaired, "bilagrid", REPO, None))
     if other is not None:
-        cases.append((f"repaired @ {other[0]}", repaired, "gain_bias", other[1]))
+        cases.append((f"repaired @ {other[0]}", repaired, "gain_bias", other[1], None))
     runs = []
-    for i, (name, data, appearance, tree) in enumerate(cases):
-        spec = {"config": str(run_config(args.out, f"run{i}", data, appearance, args.steps)), "overrides": [],
+    for i, (name, data, appearance, tree, options) in enumerate(cases):
+        spec = {"config": str(run_config(args.out, f"run{i}", data, appearance, args.steps, options)), "overrides": [],
                 "backend": "native", "val_every": args.val_every, "out": str(args.out / f"run_{i}"),
                 "keep_hooks": keep}  # fmt: skip
         runs.append(CurveRun(name, tree, spec))
@@ -166,7 +184,7 @@ def curves(args: argparse.Namespace, clean: Path, spoiled: Path, repaired: Path,
     print(f"\n{cpu_name()}, load {load_average()}")
     print(f"repaired - clean: {by['repaired'] - by['clean']:+.2f} dB (target >= -1.0); "
           f"repaired - spoiled: {by['repaired'] - by['spoiled']:+.2f} dB (target >= +2.0)")
-    for i, (name, _, appearance, _) in enumerate(cases):
+    for i, (name, _, appearance, _, _) in enumerate(cases):
         if appearance:
             print(f"{name}: {gauge(args.out / f'run_{i}')}")
 
@@ -180,8 +198,9 @@ def gauge(exp_dir: Path) -> str:
         return "no checkpoint (transforms not saved)"
     delta = torch.load(ckpts[-1], map_location="cpu", weights_only=False)["hooks"]["AppearanceOptHook"]["delta"]
     mean = delta.double().mean(0)
-    if delta.shape[1] != 6:  # affine: 9 matrix entries and 3 biases
-        return f"largest |mean| of the 12 numbers over views {float(mean.abs().max()):.1e} (the gauge holds it at 0)"
+    if delta.shape[1] != 6:  # affine: 9 matrix entries and 3 biases; bilagrid: those per grid cell
+        return (f"largest |mean| of the {delta.shape[1]} numbers over views {float(mean.abs().max()):.1e} "
+                "(the gauge holds it at 0)")
     return (f"mean log-gain {[f'{v:.1e}' for v in mean[:3].tolist()]}, mean bias {[f'{v:.1e}' for v in mean[3:].tolist()]}, "
             f"gains {float(delta[:, :3].exp().min()):.2f}-{float(delta[:, :3].exp().max()):.2f}")
 
@@ -193,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="seed of the gains and occluders")
     p.add_argument("--against", metavar="REV|TREE", help="also run the repaired images on this code (a git revision or a folder)")
     p.add_argument("--affine", action="store_true", help="also run the repaired images with AppearanceOptHook mode: affine (3x3)")
+    p.add_argument("--vignette", type=float, default=0.0, metavar="V",
+                   help="also darken each training image towards its corners by up to V (0.4: corners at 0.6-1.0)")
+    p.add_argument("--bilagrid", type=float, nargs="*", metavar="LR",
+                   help="also run the repaired images with AppearanceOptHook mode: bilagrid (at its default lr, or one run per LR)")
     p.add_argument("--step-time", action="store_true", help="time masked and unmasked training steps instead")
     p.add_argument("--timed-steps", type=int, default=60, help="--step-time: timed steps per measurement")
     p.add_argument("--rounds", type=int, default=3, help="--step-time: alternating rounds")
@@ -202,9 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     clean = scene_root("photo")
     args.out.mkdir(parents=True, exist_ok=True)
     spoiled, repaired = args.out / "spoiled", args.out / "repaired"
-    s = spoil(clean, spoiled, repaired, args.seed)
+    s = spoil(clean, spoiled, repaired, args.seed, args.vignette)
     print(f"{s['images']} images, {s['train']} training views spoiled (channel gains {s['gain_min']:.2f}-"
-          f"{s['gain_max']:.2f}), {s['occluded']} with an occluder marked in {repaired / 'masks'}; test views clean")
+          f"{s['gain_max']:.2f}{f', vignetting up to {args.vignette:g}' if args.vignette else ''}), {s['occluded']} with an occluder marked in {repaired / 'masks'}; test views clean")
     other = code_tree(args.against)
     if args.step_time:
         step_time(args, spoiled, repaired, other)

@@ -8,6 +8,10 @@ composited render (background included: a camera's exposure scales that too):
   its log so that it stays positive and so that zero is the identity.
 * ``affine`` (12 numbers): ``(I + D) @ rgb + bias`` with a 3x3 ``D``, which also mixes channels
   (white balance in another colour basis).
+* ``bilagrid`` (12 x 8 x 16 x 16 numbers): a bilateral grid (Wang et al. 2024, "Bilateral Guided
+  Radiance Field Processing"; gsplat's examples use the same sizes): an ``affine`` map per cell of a
+  16 x 16 grid over the image and 8 bins of the render's luminance, interpolated trilinearly at each
+  pixel, so exposure may vary across the image (vignetting) and with brightness (tone curves).
 
 As in :class:`~pointrix_lite.model.pose.PoseCorrection`, all zeros is the identity, so weight
 decay pulls the transforms towards the identity, not towards black.
@@ -15,11 +19,16 @@ decay pulls the transforms towards the identity, not towards black.
 
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 # Numbers per view of each mode.
-MODES: dict[str, int] = {"gain_bias": 6, "affine": 12}
+BILAGRID = (8, 16, 16)  # luminance bins, rows, columns of a view's bilateral grid
+MODES: dict[str, int] = {"gain_bias": 6, "affine": 12, "bilagrid": 12 * math.prod(BILAGRID)}
+LUMA = (0.299, 0.587, 0.114)  # the grid's guide: Rec. 601 luminance of the render
 
 
 class AppearanceCorrection(nn.Module):
@@ -27,20 +36,26 @@ class AppearanceCorrection(nn.Module):
 
     Args:
         n_views: Number of training views; view ``i`` (``View.index``) uses row ``i``.
-        mode: ``"gain_bias"`` or ``"affine"`` (module docstring).
+        mode: ``"gain_bias"``, ``"affine"`` or ``"bilagrid"`` (module docstring).
+        grid: ``bilagrid``: luminance bins, rows and columns of the grid (each >= 2).
     """
 
-    def __init__(self, n_views: int, mode: str = "gain_bias") -> None:
+    def __init__(self, n_views: int, mode: str = "gain_bias", grid: tuple[int, int, int] = BILAGRID) -> None:
         super().__init__()
         if n_views < 1:
             raise ValueError(f"AppearanceCorrection needs at least one view, got {n_views}")
         if mode not in MODES:
             raise ValueError(f"AppearanceCorrection mode must be one of {sorted(MODES)}, got {mode!r}")
-        self.mode = mode
-        self.delta = nn.Parameter(torch.zeros(n_views, MODES[mode]))  # [V, 6] or [V, 12]
+        if min(grid) < 2:
+            raise ValueError(f"AppearanceCorrection grid needs >= 2 cells per axis, got {grid}")
+        self.mode, self.grid = mode, tuple(grid)
+        size = 12 * math.prod(self.grid) if mode == "bilagrid" else MODES[mode]
+        self.delta = nn.Parameter(torch.zeros(n_views, size))  # [V, 6], [V, 12] or [V, 12 * L * GH * GW]
 
     def matrices(self, ids: Tensor) -> tuple[Tensor, Tensor]:
-        """[C] view indices -> ``[C, 3, 3]`` colour matrices and ``[C, 3]`` biases."""
+        """[C] view indices -> ``[C, 3, 3]`` colour matrices and ``[C, 3]`` biases (not ``bilagrid``)."""
+        if self.mode == "bilagrid":
+            raise ValueError("a bilateral grid has a colour matrix per pixel, not one per view")
         d = self.delta[ids]
         if self.mode == "gain_bias":
             return torch.diag_embed(d[:, :3].exp()), d[:, 3:]
@@ -52,8 +67,36 @@ class AppearanceCorrection(nn.Module):
         d = self.delta[ids].to(rgb.dtype)
         if self.mode == "gain_bias":  # elementwise: a diagonal matrix product would cost 3x
             return rgb * d[:, None, None, :3].exp() + d[:, None, None, 3:]
+        if self.mode == "bilagrid":
+            return self._slice(rgb, d)
         M, b = self.matrices(ids)
         return torch.einsum("cij,chwj->chwi", M.to(rgb.dtype), rgb) + b.to(rgb.dtype)[:, None, None, :]
+
+    def _slice(self, rgb: Tensor, d: Tensor) -> Tensor:
+        """``rgb [C, H, W, 3]`` through the grids ``d [C, 12 * L * GH * GW]`` (rows of ``delta``)."""
+        C, H, W, _ = rgb.shape
+        # Cell values are the 3 x 4 map's rows [I | 0] + delta: zero is the identity, as in the other modes.
+        identity = torch.eye(3, 4, dtype=rgb.dtype, device=rgb.device).reshape(1, 12, 1, 1, 1)
+        grids = d.reshape(C, 12, *self.grid) + identity  # [C, 12, L, GH, GW]
+        # grid_sample's (x, y, z) in [-1, 1] with align_corners: -1 and 1 are the first and last cells'
+        # centres; pixel centres (j + 0.5) / W span the grid as gsplat's bilateral grid does.
+        x = (torch.arange(W, dtype=rgb.dtype, device=rgb.device) + 0.5) / W * 2 - 1
+        y = (torch.arange(H, dtype=rgb.dtype, device=rgb.device) + 0.5) / H * 2 - 1
+        luma = (rgb @ torch.tensor(LUMA, dtype=rgb.dtype, device=rgb.device)).clamp(0.0, 1.0) * 2 - 1  # [C, H, W]
+        coords = torch.stack([x.expand(C, H, W), y[:, None].expand(C, H, W), luma], dim=-1)  # [C, H, W, 3]
+        cells = F.grid_sample(grids, coords[:, None], mode="bilinear", padding_mode="border", align_corners=True)
+        A = cells.view(C, 3, 4, H, W)  # trilinear on a 5-D input: [C, 12, 1, H, W], rows [A | b] per pixel
+        x = rgb.permute(0, 3, 1, 2)  # channels first like the cells: no copy of the 12 channels
+        return ((A[:, :, :3] * x[:, None]).sum(dim=2) + A[:, :, 3]).permute(0, 2, 3, 1).contiguous()
+
+    def total_variation(self, ids: Tensor | None = None) -> Tensor:
+        """``bilagrid``: mean squared difference of neighbouring cells along each of the three axes,
+        summed, over the grids of views ``ids`` (default: all); 0 for any other mode. The smoothness
+        the grids are held to (``tv_weight``)."""
+        if self.mode != "bilagrid":
+            return self.delta.new_zeros(())
+        g = (self.delta if ids is None else self.delta[ids]).reshape(-1, 12, *self.grid)
+        return sum(((g.narrow(a, 1, n - 1) - g.narrow(a, 0, n - 1)) ** 2).mean() for a, n in zip((2, 3, 4), self.grid))
 
     def apply_one(self, rgb: Tensor, index: int) -> Tensor:
         """``rgb [H, W, 3]`` of view ``index`` -> its photo's colours (a ``View.color_transform``)."""
@@ -62,7 +105,8 @@ class AppearanceCorrection(nn.Module):
 
 
 def fit_transform(rgb: Tensor, target: Tensor, mode: str = "gain_bias") -> tuple[Tensor, Tensor]:
-    """The least-squares colour transform of ``mode`` that maps ``rgb [N, 3]`` onto ``target [N, 3]``.
+    """The least-squares colour transform of ``mode`` (``gain_bias`` or ``affine``) that maps ``rgb [N, 3]``
+    onto ``target [N, 3]``.
 
     Closed form (both modes are linear in their numbers): ``gain_bias`` a line per channel, ``affine``
     one 4 x 3 least-squares solve. Used for NeRF-W's test protocol, where a test photo's appearance is
@@ -79,7 +123,7 @@ def fit_transform(rgb: Tensor, target: Tensor, mode: str = "gain_bias") -> tuple
         gain = torch.where(var > 1e-12, ((x - mx) * (y - my)).mean(0) / var.clamp_min(1e-12), torch.ones_like(var))
         return torch.diag(gain), my - gain * mx
     if mode != "affine":
-        raise ValueError(f"fit_transform mode must be one of {sorted(MODES)}, got {mode!r}")
+        raise ValueError(f"fit_transform mode must be one of ['affine', 'gain_bias'], got {mode!r}")
     design = torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype, device=x.device)], 1)  # [N, 4]
     solution = torch.linalg.lstsq(design, y).solution  # [4, 3]
     return solution[:3].T, solution[3]

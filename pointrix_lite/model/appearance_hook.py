@@ -1,8 +1,8 @@
 """AppearanceOptHook: learn each training photo's colour response together with the Gaussians (opt-in).
 
 Every training view gets a learnable colour transform
-(:class:`~pointrix_lite.model.appearance.AppearanceCorrection`: per-channel gain and bias, or a 3x3
-affine map) with its own Adam, learning rate and a weight decay towards the identity. The loss
+(:class:`~pointrix_lite.model.appearance.AppearanceCorrection`: per-channel gain and bias, a 3x3
+affine map, or a bilateral grid of them) with its own Adam, learning rate and a weight decay towards the identity. The loss
 compares ``transform(render)`` with the photo, so exposure and white-balance differences between
 photos go into the transforms instead of into the Gaussians' colours (or into floaters that
 explain one photo's tint). The transformed render is clipped to [0, 1] as the photo was, and the
@@ -26,7 +26,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from .. import distributed
+from .. import device_policy, distributed
 from ..config import OptionError
 from ..errors import CheckpointError, ConfigError
 from ..hook import Hook, Priority
@@ -51,7 +51,8 @@ class AppearanceOptHook(Hook):
 
     @dataclass
     class Config:
-        mode: Literal["gain_bias", "affine"] = "gain_bias"  # 3 gains + 3 biases a view, or a 3x3 matrix + bias
+        # 3 gains + 3 biases a view, a 3x3 matrix + bias, or such a map per cell of a bilateral grid
+        mode: Literal["gain_bias", "affine", "bilagrid"] = "gain_bias"
         # Adam lr of the transforms (grows with sqrt(batch) like the model's). Each view's row gets a
         # gradient only in the steps that show it (1 in 42 on the demo): 1e-3 recovered about half of
         # a photo's gain in the demo's 2000 steps, 1e-2 most of it (docs/model.md).
@@ -70,6 +71,9 @@ class AppearanceOptHook(Hook):
         # `clip` even a white background stops fixing gains above 1, so without this the gains can
         # drift up together while the Gaussians darken (demo, clean images: see docs/model.md).
         center: bool = True
+        # bilagrid: weight of the total variation of the batch's grids, added to the transforms' loss
+        # (gsplat's bilateral-grid example uses 10): without it a cell that few pixels reach follows them.
+        tv_weight: float = 10.0
 
         def __post_init__(self) -> None:
             if self.mode not in MODES:
@@ -82,6 +86,8 @@ class AppearanceOptHook(Hook):
                 raise OptionError("weight_decay", f"must be >= 0, got {self.weight_decay}", HOME)
             if self.start_step < 0:
                 raise OptionError("start_step", f"must be >= 0, got {self.start_step}", HOME)
+            if not self.tv_weight >= 0.0:
+                raise OptionError("tv_weight", f"must be >= 0, got {self.tv_weight}", HOME)
 
     def __init__(self, config: Config | None = None) -> None:
         super().__init__(config or self.Config())
@@ -96,8 +102,11 @@ class AppearanceOptHook(Hook):
         n_views = len(trainer.dataset.train_views)
         self.correction = AppearanceCorrection(n_views, self.config.mode).to(trainer.device)
         self.base_lr = self.config.lr * math.sqrt(trainer.effective_batch_size)
+        # Fused where the model's Adam is (device_policy): a bilateral grid is 1.2M numbers for 49 views,
+        # which the default per-op loop takes ~10x longer to step than the rest of the hook costs.
         self.optimizer = torch.optim.Adam(
-            self.correction.parameters(), lr=self.base_lr, weight_decay=self.config.weight_decay
+            self.correction.parameters(), lr=self.base_lr, weight_decay=self.config.weight_decay,
+            fused=device_policy.fused_adam([trainer.device]),
         )
 
     def before_train_iter(self, batch_idx: int, batch: list) -> None:
@@ -123,6 +132,11 @@ class AppearanceOptHook(Hook):
                 f"AppearanceOptHook: model {type(self.trainer.model).__name__}'s loss ignores View.color_transform "
                 "(see docs/model.md, per-image appearance); remove the hook or apply the transform in get_loss_dict"
             )
+        if self.config.mode == "bilagrid" and self.config.tv_weight > 0.0:
+            # The batch's grids only: each grid is held smooth in the steps that train it (over a run,
+            # the same sum as every grid every step, /V), and the other 48 of 49 grids cost nothing.
+            ids = torch.tensor([view.index for view in batch], device=self.correction.delta.device)
+            (self.config.tv_weight * self.correction.total_variation(ids)).backward()
         distributed.all_reduce_gradients(self.correction.parameters())
         # from the step alone, so a resumed run has the same lr as an uninterrupted one
         t = self.trainer.global_step / max(self.trainer.cfg.trainer.max_steps, 1)
@@ -136,6 +150,12 @@ class AppearanceOptHook(Hook):
             with torch.no_grad():
                 self.correction.delta.sub_(self.correction.delta.mean(0, keepdim=True))
 
+    @property
+    def fit_mode(self) -> str:
+        """The transform NeRF-W's protocol fits on a test view's left half: the hook's own, but an
+        affine map for ``bilagrid`` (a grid fitted on one half would extrapolate into the other)."""
+        return "affine" if self.config.mode == "bilagrid" else self.config.mode
+
     def before_test_epoch(self) -> None:
         self.per_view_half = {}
 
@@ -144,7 +164,7 @@ class AppearanceOptHook(Hook):
         rgb = self.trainer.render_out["rgb"]
         for view, render in zip(batch, rgb):
             self.per_view_half[view.name] = {"psnr": half_fitted_psnr(render, view.float_image(render.device),
-                                                                      self.config.mode, self.config.clip)}  # fmt: skip
+                                                                      self.fit_mode, self.config.clip)}  # fmt: skip
 
     def after_test_epoch(self, metrics: dict) -> None:
         if self.per_view_half:

@@ -29,7 +29,8 @@ def _views() -> list[View]:
 
 
 def _sky(views, n=600, radius=10.0, extent=2.0, seed=0, lines=None):
-    cfg = SeedingConfig(sky=n, sky_radius=radius)
+    """The shell without the colour-agreement test (these views do not overlap: one view per point)."""
+    cfg = SeedingConfig(sky=n, sky_radius=radius, sky_max_spread=1.0)
     return sky_points(views, extent, cfg, seed, (lines if lines is not None else []).append)
 
 
@@ -81,5 +82,32 @@ def test_deterministic_and_added_after_the_cloud():
 
     cloud = PointCloud(torch.zeros(5, 3), torch.full((5, 3), 0.5))
     lines: list[str] = []
-    out = seed_points(cloud, Data(), SeedingConfig(sky=250), seed=1, log=lines.append)
+    out = seed_points(cloud, Data(), SeedingConfig(sky=250, sky_max_spread=1.0), seed=1, log=lines.append)
     assert len(out) == 255 and torch.equal(out.xyz[:5], cloud.xyz) and len(lines) == 1
+
+
+def test_directions_whose_views_disagree_on_the_colour_are_dropped():
+    """Five cameras side by side, looking along +x: the top half of every image is the same flat sky,
+    the bottom half independent noise per view (the scene, seen with parallax). Only the sky keeps points."""
+    g = torch.Generator().manual_seed(0)
+    views = []
+    for i in range(5):
+        image = _flat((120, 160, 230))
+        image[H // 2 :] = torch.randint(0, 256, (H - H // 2, W, 3), generator=g, dtype=torch.uint8)
+        views.append(_view((0, 0.05 * i, 0), (5, 0.05 * i, 0), image, i))
+    lines: list[str] = []
+    cloud = sky_points(views, 2.0, SeedingConfig(sky=300), 0, lines.append)
+    assert len(cloud) == 300 and lines == ["seeding: sky shell, 300 points at radius 20.0 (10 x extent)"]
+    for view in views:
+        _, row, inside = project(view, cloud.xyz.double())
+        assert (row[inside] < H // 2 + 1).all()  # none where the views see noise
+    assert torch.allclose(cloud.rgb, torch.tensor([120, 160, 230]) / 255.0)
+    everything = sky_points(views, 2.0, SeedingConfig(sky=300, sky_max_spread=1.0), 0, lines.append)
+    _, row, _ = project(views[2], everything.xyz.double())
+    assert (row >= H // 2 + 1).float().mean() > 0.3  # without the test, the noisy half gets its share
+    # Fewer agreeing directions than asked for: the shell gets those, and the line says so.
+    noise = [_view((0, 0.05 * i, 0), (5, 0.05 * i, 0), torch.randint(0, 256, (H, W, 3), generator=g,
+                   dtype=torch.uint8), i) for i in range(5)]  # fmt: skip
+    lines.clear()
+    assert len(sky_points(noise, 2.0, SeedingConfig(sky=300), 0, lines.append)) < 300
+    assert "directions have colours the views agree on within sky_max_spread=0.02" in lines[0]

@@ -87,7 +87,8 @@ def test_gradients_reach_the_transform_through_the_model_loss(mode):
 
 def test_hook_config_errors_are_one_line_config_errors(toy_config):
     cases = [({"lr": 0}, r"^hooks\[0\]\.lr: "), ({"weight_decay": -1}, r"^hooks\[0\]\.weight_decay: "),
-             ({"start_step": -1}, r"^hooks\[0\]\.start_step: "), ({"mode": "grid"}, r"^hooks\[0\]\.mode: ")]  # fmt: skip
+             ({"start_step": -1}, r"^hooks\[0\]\.start_step: "), ({"mode": "grid"}, r"^hooks\[0\]\.mode: "),
+             ({"tv_weight": -1}, r"^hooks\[0\]\.tv_weight: ")]  # fmt: skip
     for options, match in cases:
         with pytest.raises(ConfigError, match=match) as err:
             toy_config({"hooks": [{"type": "AppearanceOptHook", **options}]})
@@ -213,6 +214,27 @@ def test_checkpoint_from_another_mode_or_view_count_is_a_clear_error(toy_config,
     other = make_trainer(toy_config(affine, overrides=[f"exp_dir={tmp_path / 'c'}"]))
     with pytest.raises(CheckpointError, match="mode 'gain_bias' transforms, this config has mode 'affine'"):
         other.run(resume_from=find_latest(run.exp_dir))
+
+
+def test_bilagrid_learns_under_its_smoothness_and_resumes_exactly(toy_config, tmp_path):
+    extra = {**APP_EXTRA, "trainer": {"max_steps": 40, "val_interval": 0, "test_at_end": False}}
+    extra["hooks"] = [{"type": "CheckPointHook", "interval": 20}, {"type": "AppearanceOptHook", "mode": "bilagrid", "lr": 0.02}]
+    straight = _spoiled_trainer(toy_config(extra, overrides=[f"exp_dir={tmp_path / 'straight'}"]))
+    straight.run()
+    hook = _app_hook(straight)
+    delta = hook.correction.delta.detach().clone()
+    assert torch.count_nonzero(delta) > 0 and float(delta.mean(0).abs().max()) < 1e-6  # learnt; the gauge holds
+    first, checkpoint, second = stop_and_resume(toy_config(extra, overrides=[f"exp_dir={tmp_path / 'resumed'}"]), 20,
+                                                build=_spoiled_trainer)  # fmt: skip
+    assert checkpoint["hooks"]["AppearanceOptHook"]["mode"] == "bilagrid"
+    assert torch.equal(_app_hook(second).correction.delta.detach(), delta)
+    assert torch.equal(second.model.params["means"].detach(), straight.model.params["means"].detach())
+    # The smoothness term reaches the optimizer: without it the grids come out rougher.
+    extra["hooks"][1]["tv_weight"] = 0.0
+    rough = _spoiled_trainer(toy_config(extra, overrides=[f"exp_dir={tmp_path / 'rough'}"]))
+    rough.run()
+    tv_rough, tv = (float(_app_hook(t).correction.total_variation().detach()) for t in (rough, straight))
+    assert tv_rough > 1.5 * tv, (tv_rough, tv)
 
 
 # --- the real model on the demo scene -------------------------------------------------------------

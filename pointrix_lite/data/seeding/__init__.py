@@ -42,6 +42,7 @@ class SeedingConfig:
     mvs_max_points: int = 100_000  # at most this many points added (uniform subsample)
     sky: int = 0  # Gaussians on a far shell (0 = none)
     sky_radius: float = 10.0  # shell radius in units of the scene extent
+    sky_max_spread: float = 0.02  # shell directions kept where the views' colours agree this well (1: all)
 
     def __post_init__(self) -> None:
         from ...config import OptionError
@@ -59,6 +60,8 @@ class SeedingConfig:
             bad("mvs_max_points", f"must be >= 0 (0 = no limit), got {self.mvs_max_points}")
         if self.sky < 0:
             bad("sky", f"must be >= 0, got {self.sky}")
+        if not 0.0 <= self.sky_max_spread <= 1.0:
+            bad("sky_max_spread", f"must be in [0, 1] (a colour deviation), got {self.sky_max_spread}")
         if not self.sky_radius > 1.0:
             bad("sky_radius", f"must be > 1 (units of the scene extent), got {self.sky_radius}")
 

@@ -6,7 +6,10 @@ scene: floaters in front of it in every held-out view. The shell puts them far a
 ``cfg.sky`` points evenly spread over the part of a sphere (centre: the mean camera centre, radius
 ``cfg.sky_radius`` x the scene extent) that projects into at least one training view, each coloured by
 the median over those views of the pixel it projects to. Points the views cannot see would only be
-relocated by MCMC or pruned, so none are placed behind every camera.
+relocated by MCMC or pruned, so none are placed behind every camera. Nor are points whose views
+disagree on their colour (``cfg.sky_max_spread``): the views that look at a shell point past the
+ground, the skyline or an object see different parts of it (parallax), while the sky, far away, looks
+the same from every camera; a point in such a direction would take budget and draw nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from ..pointcloud import PointCloud
 
 if TYPE_CHECKING:
     from . import SeedingConfig
+
+
+MAX_SPIRAL = 64  # directions tried per shell point asked for, at most
 
 
 def fibonacci_sphere(n: int) -> Tensor:
@@ -47,9 +53,29 @@ def project(view: View, xyz: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return col, row, inside
 
 
-def _seen(views: list[View], xyz: Tensor) -> Tensor:
-    """[N] bool: the point projects inside at least one view."""
-    return torch.stack([project(view, xyz)[2] for view in views]).any(dim=0)
+def _samples(views: list[View], xyz: Tensor) -> Tensor:
+    """[V, N, 3] float32 colour in [0, 1] of the pixel each point projects to in each view, NaN where the
+    point is outside the view."""
+    samples = torch.full((len(views), len(xyz), 3), float("nan"), dtype=torch.float32)
+    for i, view in enumerate(views):
+        col, row, inside = project(view, xyz)
+        samples[i, inside] = view.float_image()[row[inside], col[inside]]
+    return samples
+
+
+MIN_AGREEING_VIEWS = 3  # the median deviation of one or two samples is 0 whatever they are
+
+
+def _colour_and_keep(samples: Tensor, max_spread: float) -> tuple[Tensor, Tensor]:
+    """Median colour ``[N, 3]`` over the views that see each point, and ``[N]`` bool: seen by some view
+    and, unless ``max_spread`` >= 1 (no test), by at least MIN_AGREEING_VIEWS with the median absolute
+    deviation from that colour at most ``max_spread`` in every channel."""
+    rgb = samples.nanmedian(dim=0).values
+    views = (~samples[..., 0].isnan()).sum(dim=0)
+    if max_spread >= 1.0:
+        return rgb, views > 0
+    spread = (samples - rgb).abs().nanmedian(dim=0).values.amax(dim=1)
+    return rgb, (views >= MIN_AGREEING_VIEWS) & (spread <= max_spread)
 
 
 def sky_points(
@@ -60,26 +86,26 @@ def sky_points(
         raise DataError("model.seeding.sky: there are no training views to place the sky shell in")
     centre = torch.stack([v.camera.camera_center.double() for v in views]).mean(dim=0)
     radius = cfg.sky_radius * scene_extent
-    # Fibonacci points on the sphere are even everywhere: grow the spiral until the seen part holds
+    # Fibonacci points on the sphere are even everywhere: grow the spiral until the kept part holds
     # cfg.sky of them (a second pass sizes it to just above), then drop the few extra at random.
+    # Colour: the median over the views that see a point; the agreement test drops the directions
+    # where they see the scene rather than the background (module docstring).
+    # The spiral stops growing at MAX_SPIRAL x cfg.sky directions: where fewer agree than asked for,
+    # the shell gets those and the line says so (a shell that only takes budget is worse than a thin one).
     n, resized = 4 * cfg.sky, False
     while True:
         xyz = centre + radius * fibonacci_sphere(n)
-        seen = _seen(views, xyz)
-        k = int(seen.sum())
-        if k >= cfg.sky and (resized or k <= 1.05 * cfg.sky + 8):
+        rgb, kept = _colour_and_keep(_samples(views, xyz), cfg.sky_max_spread)
+        k = int(kept.sum())
+        if (k >= cfg.sky and (resized or k <= 1.05 * cfg.sky + 8)) or (k < cfg.sky and n >= MAX_SPIRAL * cfg.sky):
             break
-        resized |= k >= cfg.sky  # shrink once; after that only grow (by >= 1%) until enough are seen
-        n = math.ceil(n * (1.01 * cfg.sky / k if k else 4.0)) + 1
-    xyz = xyz[seen]
+        resized |= k >= cfg.sky  # shrink once; after that only grow (by >= 1%) until enough are kept
+        n = min(math.ceil(n * min(1.01 * cfg.sky / k if k else 4.0, 4.0)) + 1, MAX_SPIRAL * cfg.sky)
+    xyz, rgb = xyz[kept], rgb[kept]
     keep = torch.randperm(len(xyz), generator=torch.Generator().manual_seed(seed))[: cfg.sky].sort().values
-    xyz = xyz[keep]
-    # Colour: the median over the views that see a point (a view looking at it through the scene sees
-    # the scene's colour there; most of the views that see a shell point see the background).
-    samples = torch.full((len(views), len(xyz), 3), float("nan"), dtype=torch.float32)
-    for i, view in enumerate(views):
-        col, row, inside = project(view, xyz)
-        samples[i, inside] = view.float_image()[row[inside], col[inside]]
-    rgb = samples.nanmedian(dim=0).values.clamp(0.0, 1.0)
-    say(f"seeding: sky shell, {len(xyz):,} points at radius {radius:.1f} ({cfg.sky_radius:g} x extent)")
+    xyz, rgb = xyz[keep], rgb[keep].clamp(0.0, 1.0)
+    short = "" if len(xyz) == cfg.sky else (
+        f" (only these of {n:,} directions have colours the views agree on within "
+        f"sky_max_spread={cfg.sky_max_spread:g})")
+    say(f"seeding: sky shell, {len(xyz):,} points at radius {radius:.1f} ({cfg.sky_radius:g} x extent){short}")
     return PointCloud(xyz.float(), rgb)
