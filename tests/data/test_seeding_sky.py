@@ -8,7 +8,7 @@ import torch
 from pointrix_lite.data.cameras import Camera, View, look_at
 from pointrix_lite.data.pointcloud import PointCloud
 from pointrix_lite.data.seeding import SeedingConfig, seed_points
-from pointrix_lite.data.seeding.sky import project, sky_points
+from pointrix_lite.data.seeding.sky import open_map, project, sky_points
 
 W, H, F = 64, 48, 50.0  # 65 x 51 degree field of view: the +x and +y views below do not overlap
 
@@ -110,4 +110,38 @@ def test_directions_whose_views_disagree_on_the_colour_are_dropped():
                    dtype=torch.uint8), i) for i in range(5)]  # fmt: skip
     lines.clear()
     assert len(sky_points(noise, 2.0, SeedingConfig(sky=300), 0, lines.append)) < 300
-    assert "directions have colours the views agree on within sky_max_spread=0.02" in lines[0]
+    assert "directions are open to the views and have colours they agree on within sky_max_spread=0.02" in lines[0]
+
+
+def test_directions_where_the_views_see_the_cloud_are_dropped():
+    """Flat colour everywhere (every direction agrees), but the initial cloud fills the lower half of
+    the views: a wall in front of the shell there. Only the open upper half keeps shell points."""
+    views = [_view((0, 0.05 * i, 0), (5, 0.05 * i, 0), _flat((120, 160, 230)), i) for i in range(5)]
+    y, z = torch.meshgrid(torch.linspace(-3, 3, 120), torch.linspace(-2.5, -0.05, 50), indexing="ij")
+    wall = torch.stack([torch.full_like(y, 3.0), y, z], dim=-1).reshape(-1, 3)  # x = 3, below the horizon
+    cloud = sky_points(views, 2.0, SeedingConfig(sky=300), 0, [].append, cloud=wall)
+    assert len(cloud) == 300
+    for view in views:
+        _, row, inside = project(view, cloud.xyz.double())
+        assert (row[inside] < H // 2).all()  # nothing behind the wall (image rows >= H/2 look below z = 0)
+    everywhere = sky_points(views, 2.0, SeedingConfig(sky=300), 0, [].append)  # no cloud given: colours only
+    _, row, inside = project(views[2], everywhere.xyz.double())
+    assert (row[inside] >= H // 2 + 2).float().mean() > 0.3
+    # The map itself: a point's cell and its neighbours are closed, the rest open.
+    view = views[0]
+    point = torch.tensor([[5.0, 0.0, 0.0]], dtype=torch.float64)  # on the optical axis: pixel (32, 24)
+    col, row, _ = project(view, point)
+    assert (int(col), int(row)) == (W // 2, H // 2)
+    open_ = open_map(view, point)
+    cell = 2  # ceil(64 / 32)
+    assert not open_[H // 2 - cell : H // 2 + 2 * cell, W // 2 - cell : W // 2 + 2 * cell].any()
+    assert int((~open_).sum()) == (3 * cell) ** 2 and bool(open_[0, 0])
+
+
+def test_no_shell_in_the_background_colour():
+    """An object capture on white: the renderer draws the white already, so the shell adds nothing there."""
+    views = [_view((0, 0.05 * i, 0), (5, 0.05 * i, 0), _flat((255, 255, 255)), i) for i in range(5)]
+    lines: list[str] = []
+    assert len(sky_points(views, 2.0, SeedingConfig(sky=100), 0, lines.append, background=(1.0, 1.0, 1.0))) == 0
+    assert "sky shell, 0 points" in lines[0]
+    assert len(sky_points(views, 2.0, SeedingConfig(sky=100), 0, lines.append, background=(0.0, 0.0, 0.0))) == 100

@@ -42,7 +42,8 @@ class SeedingConfig:
     mvs_max_points: int = 100_000  # at most this many points added (uniform subsample)
     sky: int = 0  # Gaussians on a far shell (0 = none)
     sky_radius: float = 10.0  # shell radius in units of the scene extent
-    sky_max_spread: float = 0.02  # shell directions kept where the views' colours agree this well (1: all)
+    # shell directions kept where the views see no cloud and agree on the colour this well (1: all seen)
+    sky_max_spread: float = 0.02
 
     def __post_init__(self) -> None:
         from ...config import OptionError
@@ -97,7 +98,8 @@ def seed_points(
     if cfg.sky > 0:
         from .sky import sky_points
 
-        parts.append(sky_points(dataset.train_views, dataset.scene_extent, cfg, seed, say))
+        parts.append(sky_points(dataset.train_views, dataset.scene_extent, cfg, seed, say,
+                                torch.cat([p.xyz for p in parts]), getattr(dataset, "background", None)))  # fmt: skip
     return PointCloud(torch.cat([p.xyz for p in parts]), torch.cat([p.rgb for p in parts]))
 
 
