@@ -96,10 +96,12 @@ def seed_points(
 
         parts.append(mvs_points(cloud, dataset.train_views, cfg, seed, say))
     if cfg.sky > 0:
+        from ...progress import phase
         from .sky import sky_points
 
-        parts.append(sky_points(dataset.train_views, dataset.scene_extent, cfg, seed, say,
-                                torch.cat([p.xyz for p in parts]), getattr(dataset, "background", None)))  # fmt: skip
+        with phase("seeding", show=False):  # its seconds count with the sweep's in metrics.json's phase_seconds
+            parts.append(sky_points(dataset.train_views, dataset.scene_extent, cfg, seed, say,
+                                    torch.cat([p.xyz for p in parts]), getattr(dataset, "background", None)))  # fmt: skip
     return PointCloud(torch.cat([p.xyz for p in parts]), torch.cat([p.rgb for p in parts]))
 
 
