@@ -86,7 +86,8 @@ def _samples(views: list[View], xyz: Tensor, open_maps: list[Tensor] | None = No
         seen += inside
         if open_maps is not None:
             inside &= open_maps[i][row, col]
-        samples[i, inside] = view.float_image()[row[inside], col[inside]]
+        # the pixels gathered, then converted as View.float_image converts (not the whole image, per chunk)
+        samples[i, inside] = view.image[row[inside], col[inside]].float() / 255.0
     return samples, seen
 
 
