@@ -86,8 +86,8 @@ class AppearanceCorrection(nn.Module):
         coords = torch.stack([x.expand(C, H, W), y[:, None].expand(C, H, W), luma], dim=-1)  # [C, H, W, 3]
         cells = F.grid_sample(grids, coords[:, None], mode="bilinear", padding_mode="border", align_corners=True)
         A = cells.view(C, 3, 4, H, W)  # trilinear on a 5-D input: [C, 12, 1, H, W], rows [A | b] per pixel
-        x = rgb.permute(0, 3, 1, 2)  # channels first like the cells: no copy of the 12 channels
-        return ((A[:, :, :3] * x[:, None]).sum(dim=2) + A[:, :, 3]).permute(0, 2, 3, 1).contiguous()
+        planes = rgb.permute(0, 3, 1, 2)  # [C, 3, H, W], channels first like the cells: no copy of the 12
+        return ((A[:, :, :3] * planes[:, None]).sum(dim=2) + A[:, :, 3]).permute(0, 2, 3, 1).contiguous()
 
     def total_variation(self, ids: Tensor | None = None) -> Tensor:
         """``bilagrid``: mean squared difference of neighbouring cells along each of the three axes,
