@@ -148,3 +148,57 @@ def test_no_shell_in_the_background_colour():
     assert len(sky_points(views, 2.0, SeedingConfig(sky=100), 0, lines.append, background=(1.0, 1.0, 1.0))) == 0
     assert "sky shell, 0 points" in lines[0]
     assert len(sky_points(views, 2.0, SeedingConfig(sky=100), 0, lines.append, background=(0.0, 0.0, 0.0))) == 100
+
+
+def test_mvs_auto_sweeps_enclosed_scenes_and_shells_open_ones(monkeypatch):
+    """``mvs: auto``: views that look past the cloud into one flat sky get the shell and no sweep; the
+    same views with the cloud filling them (a room) get the sweep and no shell."""
+    import pointrix_lite.data.seeding.fusion as fusion
+
+    views = [_view((0, 0.05 * i, 0), (5, 0.05 * i, 0), _flat((120, 160, 230)), i) for i in range(5)]
+    swept = PointCloud(torch.full((7, 3), 2.0), torch.full((7, 3), 0.25))
+    calls: list[int] = []
+
+    def fake_sweep(cloud, train_views, cfg, seed, say):
+        calls.append(len(cloud))
+        return swept
+
+    monkeypatch.setattr(fusion, "mvs_points", fake_sweep)
+
+    class Data:
+        train_views, scene_extent = views, 2.0
+
+    below = torch.tensor([[3.0, 0.0, -1.0]])  # one point under the horizon: the sky above stays open
+    y, z = torch.meshgrid(torch.linspace(-4, 4, 160), torch.linspace(-3, 3, 120), indexing="ij")
+    room = torch.stack([torch.full_like(y, 3.0), y, z], dim=-1).reshape(-1, 3)  # a wall filling every view
+    for cloud_xyz, enclosed in ((below, False), (room, True)):
+        cloud = PointCloud(cloud_xyz, torch.full_like(cloud_xyz, 0.5))
+        for sky in (200, 0):
+            calls.clear()
+            lines: list[str] = []
+            out = seed_points(cloud, Data(), SeedingConfig(mvs="auto", sky=sky), seed=0, log=lines.append)
+            assert torch.equal(out.xyz[: len(cloud)], cloud.xyz)
+            if enclosed:
+                assert calls == [len(cloud)] and len(out) == len(cloud) + len(swept)  # the sweep, no shell
+                assert torch.equal(out.xyz[len(cloud) :], swept.xyz)
+                assert "an enclosed scene: plane sweep, no shell" in lines[0]
+            else:
+                assert calls == [] and len(out) == len(cloud) + sky  # the shell (when asked for), no sweep
+                asked = sky or 20_000  # with no shell asked for, auto judges a 20,000-point one
+                assert lines[0].startswith(f"seeding: mvs auto: {asked:,} of {asked:,} shell directions are open")
+                assert "an open scene: no plane sweep" in lines[0]
+                if sky:  # the same shell as asked for without auto
+                    alone = seed_points(cloud, Data(), SeedingConfig(sky=sky), seed=0, log=[].append)
+                    assert torch.equal(out.xyz, alone.xyz) and lines[1] == f"seeding: sky shell, {sky} points at radius 20.0 (10 x extent)"
+
+
+def test_mvs_takes_true_false_or_auto():
+    import pytest
+
+    from pointrix_lite.config import from_dict
+    from pointrix_lite.errors import ConfigError
+
+    assert from_dict(SeedingConfig, {"mvs": "auto"}, "model.seeding").mvs == "auto"
+    assert from_dict(SeedingConfig, {"mvs": True}, "model.seeding").mvs is True
+    with pytest.raises(ConfigError, match=r"^model\.seeding\.mvs: expected .*got 'sometimes'$"):
+        from_dict(SeedingConfig, {"mvs": "sometimes"}, "model.seeding")

@@ -9,6 +9,13 @@ what the cloud misses is learnt late, or by floaters that the nearest Gaussians 
   empty;
 * ``sky`` (:mod:`.sky`): Gaussians on a far shell in the directions the training views see, so the
   sky and distant background start far away instead of being drawn by Gaussians near the scene.
+* ``mvs: auto``: the sweep where it pays, judged by the shell. The sweep only finds near surfaces
+  (distant ones have too little parallax at its reduced size), so in an open scene it crowds the
+  initial cloud towards the centre, and training then draws sky and distance with Gaussians near the
+  objects (docs/model.md: -3 dB on the outdoor scene's sky pixels, -4 dB on its distant ones, +0.05 on
+  the near ones). A scene whose views look past the cloud into agreeing open directions (a shell of at
+  least ``OPEN_SHARE`` of the asked points) is open: it gets the shell and no sweep; any other gets
+  the sweep and no shell (the few directions such a shell holds are strays).
 
 The options sit with the model's other ``init_*`` options (``model.seeding``); the engine applies them
 to the data set's cloud before the model is built (``engine/build.py``), through :func:`seeded_cloud`,
@@ -21,9 +28,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union
 
 import numpy as np
 import torch
@@ -35,7 +42,9 @@ from ..pointcloud import PointCloud
 class SeedingConfig:
     """``model.seeding``: what to add to the data set's initial cloud (all off by default)."""
 
-    mvs: bool = False  # plane-sweep depth of the training views fills where the cloud is empty
+    # plane-sweep depth of the training views fills where the cloud is empty; auto: only in scenes
+    # without open sky (module docstring)
+    mvs: Union[bool, Literal["auto"]] = False
     mvs_size: int = 160  # long side (px) of the views the sweep runs at
     mvs_depths: int = 64  # depth planes, uniform in inverse depth between the cloud's near and far
     mvs_neighbours: int = 4  # views each depth map is matched against
@@ -68,7 +77,13 @@ class SeedingConfig:
 
     @property
     def enabled(self) -> bool:
-        return self.mvs or self.sky > 0
+        return bool(self.mvs) or self.sky > 0
+
+
+# mvs: auto: a shell holding at least this share of the asked points marks an open scene. Measured
+# (20,000 asked): the outdoor scene keeps all of them, the rooms 0 and 1, an object on white 0.
+OPEN_SHARE = 0.05
+AUTO_PROBE = 20_000  # shell points asked for to judge mvs: auto when model.seeding.sky is 0
 
 
 def seed_points(
@@ -91,18 +106,38 @@ def seed_points(
         return cloud
     say = log or (lambda line: None)
     parts = [cloud]
-    if cfg.mvs:
+    sweep, shell = cfg.mvs is True, None
+    if cfg.mvs == "auto":
+        probe = cfg if cfg.sky > 0 else replace(cfg, sky=AUTO_PROBE)
+        lines: list[str] = []
+        shell = _shell(dataset, probe, seed, lines.append, cloud.xyz)
+        sweep = len(shell) < OPEN_SHARE * probe.sky
+        say(f"seeding: mvs auto: {len(shell):,} of {probe.sky:,} shell directions are open sky, "
+            + ("an enclosed scene: plane sweep, no shell" if sweep else "an open scene: no plane sweep"))  # fmt: skip
+        if sweep or cfg.sky == 0:
+            shell = None
+        else:
+            for line in lines:
+                say(line)
+    if sweep:
         from .fusion import mvs_points
 
         parts.append(mvs_points(cloud, dataset.train_views, cfg, seed, say))
-    if cfg.sky > 0:
-        from ...progress import phase
-        from .sky import sky_points
-
-        with phase("seeding", show=False):  # its seconds count with the sweep's in metrics.json's phase_seconds
-            parts.append(sky_points(dataset.train_views, dataset.scene_extent, cfg, seed, say,
-                                    torch.cat([p.xyz for p in parts]), getattr(dataset, "background", None)))  # fmt: skip
+    if cfg.sky > 0 and cfg.mvs != "auto":
+        shell = _shell(dataset, cfg, seed, say, torch.cat([p.xyz for p in parts]))
+    if shell is not None:
+        parts.append(shell)
     return PointCloud(torch.cat([p.xyz for p in parts]), torch.cat([p.rgb for p in parts]))
+
+
+def _shell(dataset: Any, cfg: SeedingConfig, seed: int, say: Callable[[str], None], cloud: torch.Tensor) -> PointCloud:
+    """:func:`.sky.sky_points` for ``dataset``, judged against the initial points ``cloud [M, 3]``."""
+    from ...progress import phase
+    from .sky import sky_points
+
+    with phase("seeding", show=False):  # its seconds count with the sweep's in metrics.json's phase_seconds
+        return sky_points(dataset.train_views, dataset.scene_extent, cfg, seed, say, cloud,
+                          getattr(dataset, "background", None))  # fmt: skip
 
 
 CACHE_NAME = "seed_points.npz"
