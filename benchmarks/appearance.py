@@ -6,6 +6,8 @@
     python -m benchmarks appearance --affine        # + the repaired images with a 3x3 colour matrix per view
     python -m benchmarks appearance --bilagrid      # + the repaired images with a bilateral grid per view
     python -m benchmarks appearance --vignette 0.4 --affine --bilagrid 0.01 0.002   # + vignetting; a grid run per lr
+    python -m benchmarks appearance --vignette 0.4 --bilagrid --grid 2 4 4     # a coarser grid
+    python -m benchmarks appearance --vignette 0.4 --vignetting [LR ...]       # + a radial falloff per view
     python -m benchmarks appearance --step-time [--against REV]   # masked vs unmasked step time only
 
 Real captures change exposure and white balance from photo to photo and have people or cars in some
@@ -166,10 +168,16 @@ def curves(args: argparse.Namespace, clean: Path, spoiled: Path, repaired: Path,
              ("repaired", repaired, "gain_bias", REPO, None)]
     if args.affine:
         cases.append(("repaired, affine", repaired, "affine", REPO, None))
+    for lr in args.vignetting if args.vignetting is not None else []:
+        cases.append((f"repaired, + vignetting lr {lr:g}", repaired, "gain_bias", REPO, {"vignetting": True, "vignetting_lr": lr}))
+    if args.vignetting == []:
+        cases.append(("repaired, + vignetting", repaired, "gain_bias", REPO, {"vignetting": True}))
+    grid = {"grid": list(args.grid)} if args.grid else {}
+    size = f" {'x'.join(map(str, args.grid))}" if args.grid else ""
     for lr in args.bilagrid if args.bilagrid is not None else []:
-        cases.append((f"repaired, bilagrid lr {lr:g}", repaired, "bilagrid", REPO, {"lr": lr}))
+        cases.append((f"repaired, bilagrid{size} lr {lr:g}", repaired, "bilagrid", REPO, {"lr": lr, **grid}))
     if args.bilagrid == []:
-        cases.append(("repaired, bilagrid", repaired, "bilagrid", REPO, None))
+        cases.append((f"repaired, bilagrid{size}", repaired, "bilagrid", REPO, grid or None))
     if other is not None:
         cases.append((f"repaired @ {other[0]}", repaired, "gain_bias", other[1], None))
     runs = []
@@ -216,6 +224,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="also darken each training image towards its corners by up to V (0.4: corners at 0.6-1.0)")
     p.add_argument("--bilagrid", type=float, nargs="*", metavar="LR",
                    help="also run the repaired images with AppearanceOptHook mode: bilagrid (at its default lr, or one run per LR)")
+    p.add_argument("--vignetting", type=float, nargs="*", metavar="LR",
+                   help="also run the repaired images with AppearanceOptHook vignetting: true (gain and bias + a radial "
+                        "falloff per view; at its default vignetting_lr, or one run per LR)")
+    p.add_argument("--grid", type=int, nargs=3, metavar=("BINS", "ROWS", "COLS"),
+                   help="--bilagrid: the grids' size (AppearanceOptHook grid; default 8 16 16)")
     p.add_argument("--step-time", action="store_true", help="time masked and unmasked training steps instead")
     p.add_argument("--timed-steps", type=int, default=60, help="--step-time: timed steps per measurement")
     p.add_argument("--rounds", type=int, default=3, help="--step-time: alternating rounds")

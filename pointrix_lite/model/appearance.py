@@ -15,6 +15,13 @@ composited render (background included: a camera's exposure scales that too):
 
 As in :class:`~pointrix_lite.model.pose.PoseCorrection`, all zeros is the identity, so weight
 decay pulls the transforms towards the identity, not towards black.
+
+With ``vignetting``, each view also owns a radial falloff ``1 + k1 r^2 + k2 r^4`` (``r``: distance
+from the image centre over the half-diagonal), applied to the render before its colour map, as a
+lens darkens the light before the camera's exposure and white balance see it. Its gauge needs no
+centring: the falloff is 1 at the centre, and a surface seen at the centre of one photo and in a
+corner of another tells the two apart, which a per-view colour map (a grid included, centred over
+the views) cannot: the average vignetting of the photos would stay in the scene's colours.
 """
 
 from __future__ import annotations
@@ -38,9 +45,12 @@ class AppearanceCorrection(nn.Module):
         n_views: Number of training views; view ``i`` (``View.index``) uses row ``i``.
         mode: ``"gain_bias"``, ``"affine"`` or ``"bilagrid"`` (module docstring).
         grid: ``bilagrid``: luminance bins, rows and columns of the grid (each >= 2).
+        vignetting: Also a radial falloff per view (module docstring), ``falloff [V, 2]`` (k1, k2).
     """
 
-    def __init__(self, n_views: int, mode: str = "gain_bias", grid: tuple[int, int, int] = BILAGRID) -> None:
+    def __init__(
+        self, n_views: int, mode: str = "gain_bias", grid: tuple[int, int, int] = BILAGRID, vignetting: bool = False
+    ) -> None:
         super().__init__()
         if n_views < 1:
             raise ValueError(f"AppearanceCorrection needs at least one view, got {n_views}")
@@ -51,6 +61,7 @@ class AppearanceCorrection(nn.Module):
         self.mode, self.grid = mode, tuple(grid)
         size = 12 * math.prod(self.grid) if mode == "bilagrid" else MODES[mode]
         self.delta = nn.Parameter(torch.zeros(n_views, size))  # [V, 6], [V, 12] or [V, 12 * L * GH * GW]
+        self.falloff = nn.Parameter(torch.zeros(n_views, 2)) if vignetting else None
 
     def matrices(self, ids: Tensor) -> tuple[Tensor, Tensor]:
         """[C] view indices -> ``[C, 3, 3]`` colour matrices and ``[C, 3]`` biases (not ``bilagrid``)."""
@@ -64,6 +75,8 @@ class AppearanceCorrection(nn.Module):
 
     def forward(self, rgb: Tensor, ids: Tensor) -> Tensor:
         """``rgb [C, H, W, 3]`` of views ``ids [C]`` in canonical colours -> in their photos' colours."""
+        if self.falloff is not None:
+            rgb = rgb * self._falloff(ids, *rgb.shape[1:3], rgb.dtype)[..., None]
         d = self.delta[ids].to(rgb.dtype)
         if self.mode == "gain_bias":  # elementwise: a diagonal matrix product would cost 3x
             return rgb * d[:, None, None, :3].exp() + d[:, None, None, 3:]
@@ -88,6 +101,16 @@ class AppearanceCorrection(nn.Module):
         A = cells.view(C, 3, 4, H, W)  # trilinear on a 5-D input: [C, 12, 1, H, W], rows [A | b] per pixel
         planes = rgb.permute(0, 3, 1, 2)  # [C, 3, H, W], channels first like the cells: no copy of the 12
         return ((A[:, :, :3] * planes[:, None]).sum(dim=2) + A[:, :, 3]).permute(0, 2, 3, 1).contiguous()
+
+    def _falloff(self, ids: Tensor, height: int, width: int, dtype: torch.dtype) -> Tensor:
+        """``[C, H, W]``: ``1 + k1 r^2 + k2 r^4`` of views ``ids`` at the pixel centres."""
+        assert self.falloff is not None
+        device = self.falloff.device
+        x = torch.arange(width, dtype=dtype, device=device) + 0.5 - width / 2
+        y = torch.arange(height, dtype=dtype, device=device) + 0.5 - height / 2
+        r2 = (y[:, None] ** 2 + x[None, :] ** 2) / ((width / 2) ** 2 + (height / 2) ** 2)  # [H, W], 1 at a corner
+        k = self.falloff[ids].to(dtype)
+        return 1 + k[:, 0, None, None] * r2 + k[:, 1, None, None] * r2**2
 
     def total_variation(self, ids: Tensor | None = None) -> Tensor:
         """``bilagrid``: mean squared difference of neighbouring cells along each of the three axes,

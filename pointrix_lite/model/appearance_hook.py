@@ -33,7 +33,7 @@ from ..hook import Hook, Priority
 from ..metrics.aggregate import mean_metrics
 from ..metrics.psnr import psnr
 from ..registry import HOOKS
-from .appearance import MODES, AppearanceCorrection, fit_transform
+from .appearance import BILAGRID, MODES, AppearanceCorrection, fit_transform
 from .per_view import check_view_rows, load_per_view_state, per_view_state
 
 HOME = "hooks.AppearanceOptHook"  # where a config built in Python says its errors are
@@ -74,6 +74,15 @@ class AppearanceOptHook(Hook):
         # bilagrid: weight of the total variation of the batch's grids, added to the transforms' loss
         # (gsplat's bilateral-grid example uses 10): without it a cell that few pixels reach follows them.
         tv_weight: float = 10.0
+        # bilagrid: luminance bins, rows and columns of a view's grid (gsplat's example: 8, 16, 16). A
+        # coarser grid has fewer numbers for the ~40 times a view is seen in a short run to pin down.
+        grid: tuple[int, int, int] = BILAGRID
+        # Also a radial falloff per view, 1 + k1 r^2 + k2 r^4, 1 at the image centre (lens vignetting; not
+        # centred over the views: the centre fixes it). The colour maps, centred, cannot take it out.
+        vignetting: bool = False
+        # Adam lr of the falloffs (times sqrt(batch), decaying as `lr`): a view's two numbers move by
+        # about lr each of the ~40 times a short run shows it, and a corner darkened to 0.7 needs 0.3.
+        vignetting_lr: float = 0.1
 
         def __post_init__(self) -> None:
             if self.mode not in MODES:
@@ -88,6 +97,10 @@ class AppearanceOptHook(Hook):
                 raise OptionError("start_step", f"must be >= 0, got {self.start_step}", HOME)
             if not self.tv_weight >= 0.0:
                 raise OptionError("tv_weight", f"must be >= 0, got {self.tv_weight}", HOME)
+            if not self.vignetting_lr > 0.0:
+                raise OptionError("vignetting_lr", f"must be > 0, got {self.vignetting_lr}", HOME)
+            if min(self.grid) < 2:
+                raise OptionError("grid", f"needs >= 2 cells on each axis (bins, rows, columns), got {list(self.grid)}", HOME)
 
     def __init__(self, config: Config | None = None) -> None:
         super().__init__(config or self.Config())
@@ -100,14 +113,21 @@ class AppearanceOptHook(Hook):
     def before_run(self) -> None:
         trainer = self.trainer
         n_views = len(trainer.dataset.train_views)
-        self.correction = AppearanceCorrection(n_views, self.config.mode).to(trainer.device)
+        cfg = self.config
+        self.correction = AppearanceCorrection(n_views, cfg.mode, cfg.grid, cfg.vignetting).to(trainer.device)
         self.base_lr = self.config.lr * math.sqrt(trainer.effective_batch_size)
         # Fused where the model's Adam is (device_policy): a bilateral grid is 1.2M numbers for 49 views,
         # which the default per-op loop takes ~10x longer to step than the rest of the hook costs.
+        groups = [{"params": [self.correction.delta], "lr": self.base_lr}]
+        if self.correction.falloff is not None:
+            groups.append({"params": [self.correction.falloff], "lr": self._falloff_lr(1.0)})
         self.optimizer = torch.optim.Adam(
-            self.correction.parameters(), lr=self.base_lr, weight_decay=self.config.weight_decay,
+            groups, lr=self.base_lr, weight_decay=self.config.weight_decay,
             fused=device_policy.fused_adam([trainer.device]),
         )
+
+    def _falloff_lr(self, decay: float) -> float:
+        return self.config.vignetting_lr * self.base_lr / self.config.lr * decay
 
     def before_train_iter(self, batch_idx: int, batch: list) -> None:
         self._attached = False
@@ -140,7 +160,10 @@ class AppearanceOptHook(Hook):
         distributed.all_reduce_gradients(self.correction.parameters())
         # from the step alone, so a resumed run has the same lr as an uninterrupted one
         t = self.trainer.global_step / max(self.trainer.cfg.trainer.max_steps, 1)
-        self.optimizer.param_groups[0]["lr"] = self.base_lr * self.config.lr_final ** min(t, 1.0)
+        decay = self.config.lr_final ** min(t, 1.0)
+        self.optimizer.param_groups[0]["lr"] = self.base_lr * decay
+        if len(self.optimizer.param_groups) > 1:
+            self.optimizer.param_groups[1]["lr"] = self._falloff_lr(decay)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.config.center:
@@ -174,7 +197,10 @@ class AppearanceOptHook(Hook):
     def state_dict(self) -> dict[str, Any]:
         if self.correction is None or self.optimizer is None:
             return {}
-        return {"mode": self.correction.mode, **per_view_state(self.correction.delta, self.optimizer)}
+        falloff = self.correction.falloff
+        return {"mode": self.correction.mode, "grid": list(self.correction.grid),
+                "falloff": None if falloff is None else falloff.detach().clone(),
+                **per_view_state(self.correction.delta, self.optimizer)}  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if not state or self.correction is None or self.optimizer is None:
@@ -184,7 +210,21 @@ class AppearanceOptHook(Hook):
             raise CheckpointError(
                 f"AppearanceOptHook: checkpoint has mode {mode!r} transforms, this config has mode {self.correction.mode!r}"
             )
+        grid = tuple(state.get("grid", BILAGRID))  # checkpoints before the option had the default grid
+        if mode == "bilagrid" and grid != self.correction.grid:
+            raise CheckpointError(
+                f"AppearanceOptHook: checkpoint has {list(grid)} bilateral grids, this config has grid: {list(self.correction.grid)}"
+            )
+        falloff, saved = self.correction.falloff, state.get("falloff")
+        if (falloff is None) != (saved is None):
+            raise CheckpointError(
+                f"AppearanceOptHook: checkpoint has vignetting {'on' if saved is not None else 'off'}, this config has "
+                f"vignetting: {'true' if falloff is not None else 'false'}"
+            )
         load_per_view_state("AppearanceOptHook", "colour transforms", self.correction.delta, self.optimizer, state)
+        if falloff is not None:
+            with torch.no_grad():
+                falloff.copy_(saved)
 
 
 def half_fitted_psnr(render: Tensor, photo: Tensor, mode: str = "gain_bias", clip: bool = True) -> float:

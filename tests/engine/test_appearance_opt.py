@@ -88,7 +88,8 @@ def test_gradients_reach_the_transform_through_the_model_loss(mode):
 def test_hook_config_errors_are_one_line_config_errors(toy_config):
     cases = [({"lr": 0}, r"^hooks\[0\]\.lr: "), ({"weight_decay": -1}, r"^hooks\[0\]\.weight_decay: "),
              ({"start_step": -1}, r"^hooks\[0\]\.start_step: "), ({"mode": "grid"}, r"^hooks\[0\]\.mode: "),
-             ({"tv_weight": -1}, r"^hooks\[0\]\.tv_weight: ")]  # fmt: skip
+             ({"tv_weight": -1}, r"^hooks\[0\]\.tv_weight: "), ({"grid": [8, 1, 16]}, r"^hooks\[0\]\.grid: "),
+             ({"grid": [8, 16]}, r"^hooks\[0\]\.grid: "), ({"vignetting_lr": 0}, r"^hooks\[0\]\.vignetting_lr: ")]  # fmt: skip
     for options, match in cases:
         with pytest.raises(ConfigError, match=match) as err:
             toy_config({"hooks": [{"type": "AppearanceOptHook", **options}]})
@@ -229,6 +230,13 @@ def test_bilagrid_learns_under_its_smoothness_and_resumes_exactly(toy_config, tm
     assert checkpoint["hooks"]["AppearanceOptHook"]["mode"] == "bilagrid"
     assert torch.equal(_app_hook(second).correction.delta.detach(), delta)
     assert torch.equal(second.model.params["means"].detach(), straight.model.params["means"].detach())
+    # `grid` sizes the grids; resuming with another size names both instead of a shape mismatch.
+    extra["hooks"][1]["grid"] = [2, 4, 3]
+    coarse = make_trainer(toy_config(extra, overrides=[f"exp_dir={tmp_path / 'coarse'}"]))
+    with pytest.raises(CheckpointError, match=r"checkpoint has \[8, 16, 16\] bilateral grids, this config has grid: \[2, 4, 3\]"):
+        coarse.run(resume_from=find_latest(straight.exp_dir))
+    assert _app_hook(coarse).correction.delta.shape[1] == 12 * 2 * 4 * 3
+    del extra["hooks"][1]["grid"]
     # The smoothness term reaches the optimizer: without it the grids come out rougher.
     extra["hooks"][1]["tv_weight"] = 0.0
     rough = _spoiled_trainer(toy_config(extra, overrides=[f"exp_dir={tmp_path / 'rough'}"]))
@@ -298,3 +306,24 @@ def test_the_lr_decays_exponentially_to_lr_final_at_max_steps(toy_config, tmp_pa
     for step, lr in seen:  # the lr the step just used, from the step count alone
         assert lr == pytest.approx(base * 0.1 ** (step / 10), rel=1e-12)
     assert seen[-1][1] == pytest.approx(base * 0.1)
+
+
+def test_vignetting_learns_outside_the_gauge_and_resumes_exactly(toy_config, tmp_path):
+    extra = {**APP_EXTRA, "trainer": {"max_steps": 40, "val_interval": 0, "test_at_end": False}}
+    extra["hooks"] = [{"type": "CheckPointHook", "interval": 20}, {"type": "AppearanceOptHook", "vignetting": True}]
+    straight = _spoiled_trainer(toy_config(extra, overrides=[f"exp_dir={tmp_path / 'straight'}"]))
+    straight.run()
+    hook = _app_hook(straight)
+    falloff = hook.correction.falloff.detach().clone()
+    # Learnt, and not centred over the views as the colour maps are (the image centre is its gauge).
+    assert torch.count_nonzero(falloff) > 0 and float(falloff.mean(0).abs().max()) > 1e-4
+    assert float(hook.correction.delta.detach().mean(0).abs().max()) < 1e-6
+    first, checkpoint, second = stop_and_resume(toy_config(extra, overrides=[f"exp_dir={tmp_path / 'resumed'}"]), 20,
+                                                build=_spoiled_trainer)  # fmt: skip
+    assert checkpoint["hooks"]["AppearanceOptHook"]["falloff"] is not None
+    assert torch.equal(_app_hook(second).correction.falloff.detach(), falloff)
+    assert torch.equal(second.model.params["means"].detach(), straight.model.params["means"].detach())
+    extra["hooks"][1]["vignetting"] = False
+    plain = make_trainer(toy_config(extra, overrides=[f"exp_dir={tmp_path / 'plain'}"]))
+    with pytest.raises(CheckpointError, match="checkpoint has vignetting on, this config has vignetting: false"):
+        plain.run(resume_from=find_latest(straight.exp_dir))
