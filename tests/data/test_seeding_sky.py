@@ -202,3 +202,7 @@ def test_mvs_takes_true_false_or_auto():
     assert from_dict(SeedingConfig, {"mvs": True}, "model.seeding").mvs is True
     with pytest.raises(ConfigError, match=r"^model\.seeding\.mvs: expected .*got 'sometimes'$"):
         from_dict(SeedingConfig, {"mvs": "sometimes"}, "model.seeding")
+    with pytest.raises(ConfigError, match=r"^model\.seeding\.mvs: auto tells open scenes by the sky shell's tests"):
+        from_dict(SeedingConfig, {"mvs": "auto", "sky_max_spread": 1.0}, "model.seeding")
+    with pytest.raises(ConfigError, match=r"^model\.seeding\.mvs: must be true, false or auto, got 'Auto'$"):
+        SeedingConfig(mvs="Auto")  # built in Python, past the YAML's type check

@@ -60,6 +60,10 @@ class SeedingConfig:
         def bad(key: str, problem: str) -> None:
             raise OptionError(key, problem, "model.seeding")
 
+        if self.mvs not in (True, False, "auto"):
+            bad("mvs", f"must be true, false or auto, got {self.mvs!r}")
+        if self.mvs == "auto" and self.sky_max_spread >= 1.0:
+            bad("mvs", "auto tells open scenes by the sky shell's tests, which sky_max_spread: 1 turns off")
         if self.mvs_size < 16:
             bad("mvs_size", f"must be >= 16, got {self.mvs_size}")
         if self.mvs_depths < 2:
