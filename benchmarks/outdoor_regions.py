@@ -21,9 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # imported where used: --help must not load torch (tests/test_benchmarks_cli.py)
+    import torch
 
 FAR = 10.0  # units from a test camera: beyond, the far grass and the skyline (30 away)
 NEAR_SKY = 20.0
@@ -32,6 +35,8 @@ SHELL_GAP = 20.0
 
 def _scene_frame(exp: Path) -> torch.Tensor:
     """The rotation from the scene's frame to the run's (``orientation.json``; identity without it)."""
+    import torch
+
     path = exp / "orientation.json"
     if not path.is_file():
         return torch.eye(3, dtype=torch.float64)
@@ -52,6 +57,8 @@ def _pixel_kinds(views: list) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def _seed_error(exp: Path, dataset, rotation: torch.Tensor) -> str:
+    import torch
+
     from pointrix_lite.data.demo.outdoor import build_outdoor_scene
     from pointrix_lite.data.demo.raycast import trace
     from pointrix_lite.data.seeding.sky import project
@@ -86,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks outdoor_regions", description=__doc__.splitlines()[0])
     parser.add_argument("exp_dirs", nargs="+", type=Path, help="experiment folders trained on the outdoor scene")
     args = parser.parse_args(argv)
+
+    import torch
 
     from pointrix_lite.cli.common import load_components
     from pointrix_lite.engine.experiment import load_experiment
