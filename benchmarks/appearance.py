@@ -161,6 +161,16 @@ def step_time(args: argparse.Namespace, spoiled: Path, repaired: Path, other: tu
           + f"; masked / unmasked {ms['masked'] / ms['unmasked']:.2f}x (target <= 1.10)")
 
 
+def _lr_runs(name: str, lrs: list[float] | None, options: dict, lr_key: str) -> list[tuple[str, dict | None]]:
+    """The runs an ``--option [LR ...]`` flag asks for: none (flag absent), one at the hook's default lr
+    (no LR given), or one per LR; each a name and its AppearanceOptHook options."""
+    if lrs is None:
+        return []
+    if not lrs:
+        return [(name, options or None)]
+    return [(f"{name} lr {lr:g}", {**options, lr_key: lr}) for lr in lrs]
+
+
 def curves(args: argparse.Namespace, clean: Path, spoiled: Path, repaired: Path, other: tuple[str, Path] | None) -> None:
     """The three (``--against``: four) training runs side by side, then their test PSNRs and the gauge."""
     keep = ["ResolutionScheduleHook", "AppearanceOptHook", "CheckPointHook"]  # every run saves its last step
@@ -168,16 +178,12 @@ def curves(args: argparse.Namespace, clean: Path, spoiled: Path, repaired: Path,
              ("repaired", repaired, "gain_bias", REPO, None)]
     if args.affine:
         cases.append(("repaired, affine", repaired, "affine", REPO, None))
-    for lr in args.vignetting if args.vignetting is not None else []:
-        cases.append((f"repaired, + vignetting lr {lr:g}", repaired, "gain_bias", REPO, {"vignetting": True, "vignetting_lr": lr}))
-    if args.vignetting == []:
-        cases.append(("repaired, + vignetting", repaired, "gain_bias", REPO, {"vignetting": True}))
+    for name, options in _lr_runs("repaired, + vignetting", args.vignetting, {"vignetting": True}, "vignetting_lr"):
+        cases.append((name, repaired, "gain_bias", REPO, options))
     grid = {"grid": list(args.grid)} if args.grid else {}
     size = f" {'x'.join(map(str, args.grid))}" if args.grid else ""
-    for lr in args.bilagrid if args.bilagrid is not None else []:
-        cases.append((f"repaired, bilagrid{size} lr {lr:g}", repaired, "bilagrid", REPO, {"lr": lr, **grid}))
-    if args.bilagrid == []:
-        cases.append((f"repaired, bilagrid{size}", repaired, "bilagrid", REPO, grid or None))
+    for name, options in _lr_runs(f"repaired, bilagrid{size}", args.bilagrid, grid, "lr"):
+        cases.append((name, repaired, "bilagrid", REPO, options))
     if other is not None:
         cases.append((f"repaired @ {other[0]}", repaired, "gain_bias", other[1], None))
     runs = []
