@@ -63,11 +63,16 @@ def ssim_backend(device: DeviceLike, native_loaded: Callable[[], bool]) -> Liter
     return "torch"
 
 
-def position_noise_kernel(device: DeviceLike) -> bool:
-    """Whether MCMC's position noise runs as one Triton kernel (``kernels/mcmc_noise.py``) for
-    Gaussians on ``device`` (CUDA): torch's covariances and batched 3x3 products cost ~3 ms of a
-    step at 1M Gaussians there. The CPU keeps the torch code."""
-    return kernels.runs_on(_device(device))
+def position_noise_backend(device: DeviceLike, native_loaded: Callable[[], bool]) -> Literal["triton", "native", "torch"]:
+    """Where MCMC's position noise runs for Gaussians on ``device``: one Triton kernel on CUDA
+    (``kernels/mcmc_noise.py``; torch's covariances and batched 3x3 products cost ~3 ms of a step
+    at 1M Gaussians there), the native extension's one pass on the CPU when it is already loaded
+    (21 ms -> ~1 ms at 200k Gaussians on 2 cores; a strategy never starts a compile), else torch."""
+    if kernels.runs_on(_device(device)):
+        return "triton"
+    if native_kernels_run_on(device) and native_loaded():
+        return "native"
+    return "torch"
 
 
 def fused_adam(devices: Iterable[DeviceLike]) -> bool | None:

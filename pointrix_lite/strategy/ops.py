@@ -292,20 +292,35 @@ def sample_add(
     _edit_state(state, lambda v: torch.cat([v, _zeros_like_rows(v, n)]))
 
 
+def _native_loaded() -> bool:
+    from ..renderer.native._build import is_loaded  # here: the renderer package is not a dependency of ops
+
+    return is_loaded()
+
+
 @torch.no_grad()
 def inject_noise_to_position(params: Params, scaler: float) -> None:
     """MCMC exploration noise: ``means += Sigma @ eps * sigmoid(100 (1 - o - 0.995)) * scaler``.
 
     The gate is ~1 only for nearly transparent Gaussians, so opaque ones barely move; the noise
     follows each Gaussian's covariance so it moves along its own extent. On CUDA one Triton kernel
-    (``kernels/mcmc_noise.py``) computes the same from the same ``eps``.
+    (``kernels/mcmc_noise.py``), on the CPU the native extension's one pass, compute the same from
+    the same ``eps`` (``device_policy.position_noise_backend``); the torch code below is the reference.
     """
     means = params["means"]
     eps = torch.randn_like(means)
-    if device_policy.position_noise_kernel(means.device):
+    backend = device_policy.position_noise_backend(means.device, _native_loaded)
+    if backend == "triton":
         from ..kernels.mcmc_noise import add_position_noise
 
         add_position_noise(means, params["quats"], params["scales"], params["opacities"], eps, scaler)
+        return
+    if backend == "native" and all(
+        params[k].dtype == torch.float32 and params[k].is_contiguous() for k in ("means", "quats", "scales", "opacities")
+    ):
+        from ..renderer.native._build import load_extension
+
+        load_extension().add_position_noise(means, params["quats"], params["scales"], params["opacities"], eps, scaler)
         return
     opacities = torch.sigmoid(params["opacities"].flatten())
     covars = covariance(params["quats"], torch.exp(params["scales"]))

@@ -47,10 +47,13 @@ def test_ssim_backend_by_device(monkeypatch) -> None:
     assert policy.ssim_backend(CPU, lambda: True) == "native"
     assert policy.ssim_backend(CPU, lambda: False) == "torch"  # a loss never starts a compile
     assert policy.ssim_backend(MPS, lambda: True) == "torch"
-    assert policy.position_noise_kernel(CUDA) and not policy.position_noise_kernel(CPU)
+    assert policy.position_noise_backend(CUDA, lambda: True) == "triton"
+    assert policy.position_noise_backend(CPU, lambda: True) == "native"
+    assert policy.position_noise_backend(CPU, lambda: False) == "torch"  # a strategy never starts a compile
+    assert policy.position_noise_backend(MPS, lambda: True) == "torch"
     monkeypatch.setattr(policy.kernels, "available", lambda: False)  # a CUDA torch without triton
     assert policy.ssim_backend(CUDA, lambda: True) == "torch"
-    assert not policy.position_noise_kernel(CUDA)
+    assert policy.position_noise_backend(CUDA, lambda: True) == "torch"
 
 
 def test_ssim_auto_takes_the_policys_choice(monkeypatch) -> None:

@@ -76,6 +76,27 @@ def test_cpu_guard_still_stops_at_the_step(tmp_path) -> None:
         _step(hook, trainer, math.nan)
 
 
+@pytest.mark.parametrize(
+    ("values", "bad"),
+    [
+        ([1.0, math.inf, -math.inf, 2.0], 2),  # opposite infinities: their sum is NaN, still caught
+        ([math.nan, 0.0, 0.0, 0.0], 1),
+        ([3e38, 3e38, -1.0, 5.0], 0),  # finite values whose float32 sum overflows: counted, no stop
+        ([1e-45, -1e-45, 0.0, 0.0], 0),
+    ],
+)
+def test_cpu_guard_parameter_check_counts_exactly(tmp_path, values, bad) -> None:
+    hook, trainer = NaNGuardHook(), FakeTrainer(tmp_path)
+    hook.trainer = trainer
+    with torch.no_grad():
+        trainer.param.copy_(torch.tensor(values))
+    if bad:
+        with pytest.raises(NonFiniteLossError, match=rf"non-finite model parameters \(w: {bad} of 4 values\)"):
+            _step(hook, trainer, 0.1)
+    else:
+        _step(hook, trainer, 0.1)  # no stop
+
+
 def test_log_hook_keeps_a_device_loss_on_the_device() -> None:
     hook = LogHook(LogHook.Config())
     on_meta = torch.tensor(2.0, device="meta")  # any non-CPU tensor; a meta tensor cannot be read at all

@@ -28,8 +28,8 @@ class NaNGuardHook(Hook):
 
     The parameters are checked too (``check_params``): a rasterizer culls a Gaussian whose mean is
     NaN, so a corrupted model can keep producing a finite loss while every checkpoint after it
-    carries the NaN -- a silent wrong result. The check is one ``isfinite`` pass over the
-    parameters per step, small next to rendering; on a GPU it runs when the flags are read.
+    carries the NaN -- a silent wrong result. The check is one sum per parameter per step, small
+    next to rendering; on a GPU it runs when the flags are read.
     """
 
     priority = Priority.VERY_HIGH
@@ -102,8 +102,17 @@ class NaNGuardHook(Hook):
         named = list(self.trainer.model.named_parameters())
         if not named:
             return
-        # One count per parameter, read back together (one wait on a GPU, not one per tensor).
-        counts = torch.stack([(~torch.isfinite(p.detach())).sum().to(named[0][1].device) for _, p in named]).tolist()
+        device = named[0][1].device
+        # A sum is non-finite whenever one of its terms is (NaN or inf propagates; inf - inf is NaN), and
+        # it is one vectorised pass where isfinite's count is three (== , abs != inf, sum of a bool
+        # tensor): 0.45 ms against 7-9.5 ms per step for 200k Gaussians at SH degree 1 on 2 cores,
+        # ~8% of a step. The exact count runs only when a sum is non-finite, so a finite sum that
+        # overflowed (values ~1e32, itself a broken model) costs a count but never a false stop.
+        # One read-back for all parameters: one wait on a GPU, not one per tensor.
+        sums = torch.stack([p.detach().sum().to(device, torch.float32) for _, p in named])
+        if bool(torch.isfinite(sums).all()):
+            return
+        counts = torch.stack([(~torch.isfinite(p.detach())).sum().to(device) for _, p in named]).tolist()
         bad = [f"{name}: {n} of {p.numel()} values" for (name, p), n in zip(named, counts) if n]
         if bad:
             self._stop("non-finite model parameters", bad)

@@ -25,7 +25,7 @@ from typing import Optional
 
 _SOURCES = (
     "bindings.cpp", "pool.cpp", "scratch.cpp", "projection.cpp", "sh.cpp", "binning.cpp", "rasterize_fwd.cpp",
-    "rasterize_bwd.cpp", "ssim.cpp",
+    "rasterize_bwd.cpp", "ssim.cpp", "mcmc_noise.cpp",
 )
 _HEADERS = ("common.h", "kernels.h", "lanes.h", "pool.h", "scratch.h", "simd.h", "tile.h")
 # -ffp-contract=off: no path may be fused differently in the forward and the

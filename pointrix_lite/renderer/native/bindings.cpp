@@ -321,6 +321,29 @@ std::vector<Tensor> sh_bwd(int64_t degree, const Tensor &means, const Tensor &ca
 
 }  // namespace
 
+// ---- MCMC position noise (mcmc_noise.cpp) ---------------------------------------------------
+namespace {
+
+// In place on means [N,3]; the others as in NoiseArgs (logits any shape of N values).
+void add_position_noise(Tensor means, const Tensor &quats, const Tensor &log_scales, const Tensor &logits,
+                        const Tensor &eps, double scaler) {
+    check(means, "means", 2);
+    check(quats, "quats", 2);
+    check(log_scales, "scales", 2);
+    check(eps, "eps", 2);
+    const int64_t n = means.size(0);
+    TORCH_CHECK(logits.device().is_cpu() && logits.scalar_type() == at::kFloat && logits.is_contiguous() &&
+                    logits.numel() == n, "opacity logits must be a contiguous float32 CPU tensor of N values");
+    TORCH_CHECK(means.size(1) == 3 && quats.sizes() == at::IntArrayRef({n, 4}) &&
+                    log_scales.sizes() == at::IntArrayRef({n, 3}) && eps.sizes() == at::IntArrayRef({n, 3}),
+                "position noise needs means, scales, eps [N,3] and quats [N,4]");
+    plr::NoiseArgs a{n, means.data_ptr<float>(), quats.data_ptr<float>(), log_scales.data_ptr<float>(),
+                     logits.data_ptr<float>(), eps.data_ptr<float>(), static_cast<float>(scaler), threads()};
+    plr::add_position_noise(a);
+}
+
+}  // namespace
+
 // ---- SSIM loss (ssim.cpp) ------------------------------------------------------------------
 namespace {
 
@@ -500,4 +523,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     m.def("ssim_fwd", &ssim_fwd);
     m.def("ssim_bwd", &ssim_bwd);
     m.def("ssim_planes", &ssim_planes);
+    m.def("add_position_noise", &add_position_noise);
 }

@@ -121,6 +121,20 @@ void sh_fwd(const ShArgs &a, float *colors);
 void sh_bwd(const ShArgs &a, const float *colors, const float *v_colors, float *v_coeffs,
             float *v_means, float *v_campos);
 
+// ---- MCMC position noise (mcmc_noise.cpp) ------------------------------------
+struct NoiseArgs {
+    int64_t N;
+    float *means;             // [N,3], updated in place
+    const float *quats;       // [N,4] raw (wxyz), normalised here
+    const float *log_scales;  // [N,3]
+    const float *logits;      // [N] opacity logits
+    const float *eps;         // [N,3] standard normal
+    float scaler;
+    int nthreads;
+};
+// means += Sigma (eps * sigmoid(100 (1 - sigmoid(logit) - 0.995)) * scaler), Sigma = R S S^T R^T.
+void add_position_noise(const NoiseArgs &a);
+
 // ---- SSIM loss (ssim.cpp) ----------------------------------------------------
 struct SsimArgs {
     int64_t P;            // planes (batch x channels)
