@@ -4,6 +4,7 @@
 // front-to-back without per-tile sorting.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -191,10 +192,11 @@ int64_t bin_count(const BinArgs &a, int32_t *gauss_offsets) {
     const int64_t total = a.C * a.N;
     gauss_offsets[0] = 0;
     parallel_chunks(total, 8192, a.nthreads, [&](int64_t begin, int64_t end) {
-    int64_t c = begin / a.N, g = begin - c * a.N;
-    for (int64_t idx = begin; idx < end; ++idx, g = g + 1 == a.N ? (++c, 0) : g + 1) {
-        gauss_offsets[idx + 1] = record_hits(a, idx, a.opacities[c * a.opac_cam_stride + g]);
-    }
+        const BinArgs la = a;  // a local copy: see bin_fill's count pass
+        int32_t *const counts = gauss_offsets + 1;
+        int64_t c = begin / la.N, g = begin - c * la.N;
+        for (int64_t idx = begin; idx < end; ++idx, g = g + 1 == la.N ? (++c, 0) : g + 1)
+            counts[idx] = record_hits(la, idx, la.opacities[c * la.opac_cam_stride + g]);
     });
     int64_t acc = 0;
     for (int64_t idx = 0; idx < total; ++idx) {
@@ -244,25 +246,40 @@ void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offs
     // jumps around memory, so these reads wait on cache misses unless issued
     // well ahead); the fill pass then reads them sequentially.
     const int nchunks = std::max<int64_t>(1, std::min<int64_t>(a.nthreads, S / 4096 + 1));
-    std::vector<int32_t> counts(static_cast<size_t>(nchunks) * C * tiles, 0);
+    // Each chunk's counters on cache lines of their own, so that two threads never increment
+    // counters on one line (one chunk's last tiles, the next one's first).
+    constexpr int64_t kLine = 64 / sizeof(int32_t);
+    const int64_t stride = (C * tiles + kLine - 1) / kLine * kLine;
+    std::vector<int32_t> counts_mem(static_cast<size_t>(nchunks * stride + kLine), 0);
+    int32_t *const counts = counts_mem.data() + (kLine - reinterpret_cast<uintptr_t>(counts_mem.data()) / sizeof(int32_t) % kLine) % kLine;
     const Scratch sorted_mem(sizeof(Sorted) * std::max<int64_t>(S, 1));
     Sorted *const sorted = sorted_mem.as<Sorted>();
     auto chunk_begin = [&](int k) { return S * k / nchunks; };
     constexpr int kAhead = 24;
+    // The workers below copy what their loops read into locals first. Read through the closure,
+    // those values live in the calling thread's stack frame, and every store in the loop (which
+    // might alias them, as far as the compiler knows) forces a reload from that frame, whose
+    // cache lines the calling thread keeps writing. With the closure reads, 200k Gaussians at
+    // 400x300 (305k pairs) took this pass 3.4-8 ms on 2 threads of our pool, more than one thread
+    // alone (2.0 ms), and the whole binning 10-13 ms; with the locals 1.3 ms and 6.0-6.4 ms.
     parallel_items(nchunks, nchunks, [&] { return [&](int64_t k) {
-        int32_t *cnt = counts.data() + static_cast<size_t>(k) * C * tiles;
-        const int tw = a.tile_w;
-        const int64_t end = chunk_begin(k + 1);
-        for (int64_t s = chunk_begin(k); s < end; ++s) {
-            if (s + kAhead < S) {
-                const int64_t ahead = seq[s + kAhead];
-                __builtin_prefetch(a.boxes + ahead);
-                __builtin_prefetch(gauss_offsets + ahead);
+        const BinArgs la = a;
+        const int32_t *const order = seq, *const offsets = gauss_offsets;
+        Sorted *const out = sorted;
+        const int64_t n_seq = S, n_gauss = N, n_tiles = tiles, begin = chunk_begin(k), end = chunk_begin(k + 1);
+        const bool one_image = C == 1;
+        int32_t *const cnt = counts + k * stride;
+        for (int64_t s = begin; s < end; ++s) {
+            if (s + kAhead < n_seq) {
+                const int64_t ahead = order[s + kAhead];
+                __builtin_prefetch(la.boxes + ahead);
+                __builtin_prefetch(offsets + ahead);
             }
-            const int32_t idx = seq[s];
-            const BoxHits h = a.boxes[idx];
-            sorted[s] = Sorted{h, idx, gauss_offsets[idx]};
-            for_each_cell(a, idx, h, cnt + (C == 1 ? 0 : idx / N) * tiles, tw, [](int32_t &c, int32_t) { ++c; });
+            const int32_t idx = order[s];
+            const BoxHits h = la.boxes[idx];
+            out[s] = Sorted{h, idx, offsets[idx]};
+            for_each_cell(la, idx, h, cnt + (one_image ? 0 : idx / n_gauss) * n_tiles, la.tile_w,
+                          [](int32_t &c, int32_t) { ++c; });
         }
     }; });
     // exclusive scan over (tile, chunk) turns counts into write cursors
@@ -270,7 +287,7 @@ void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offs
     for (int64_t t = 0; t < C * tiles; ++t) {
         tile_offsets[t] = static_cast<int32_t>(acc);
         for (int k = 0; k < nchunks; ++k) {
-            int32_t &c = counts[static_cast<size_t>(k) * C * tiles + t];
+            int32_t &c = counts[k * stride + t];
             int32_t n = c;
             c = static_cast<int32_t>(acc);
             acc += n;
@@ -278,17 +295,21 @@ void bin_fill(const BinArgs &a, const int32_t *gauss_offsets, int32_t *tile_offs
     }
     tile_offsets[C * tiles] = static_cast<int32_t>(acc);
     parallel_items(nchunks, nchunks, [&] { return [&](int64_t k) {
-        int32_t *cur = counts.data() + static_cast<size_t>(k) * C * tiles;
-        const int tw = a.tile_w;
-        const int64_t end = chunk_begin(k + 1);
-        for (int64_t s = chunk_begin(k); s < end; ++s) {
-            const Sorted o = sorted[s];
+        const BinArgs la = a;  // locals, as in the count pass
+        const Sorted *const in = sorted;
+        int32_t *const ids = flatten_ids, *const slots = slot_by_pos;
+        const int64_t n_gauss = N, n_tiles = tiles, begin = chunk_begin(k), end = chunk_begin(k + 1);
+        const bool one_image = C == 1;
+        int32_t *const cur = counts + k * stride;
+        for (int64_t s = begin; s < end; ++s) {
+            const Sorted o = in[s];
             const int32_t gid = o.idx, slot = o.slot;  // the Gaussian's rows are consecutive slots
-            for_each_cell(a, gid, o.h, cur + (C == 1 ? 0 : gid / N) * tiles, tw, [=](int32_t &c, int32_t j) {
-                const int32_t pos = c++;
-                flatten_ids[pos] = gid;
-                slot_by_pos[pos] = slot + j;
-            });
+            for_each_cell(la, gid, o.h, cur + (one_image ? 0 : gid / n_gauss) * n_tiles, la.tile_w,
+                          [=](int32_t &c, int32_t j) {
+                              const int32_t pos = c++;
+                              ids[pos] = gid;
+                              slots[pos] = slot + j;
+                          });
         }
     }; });
 }
