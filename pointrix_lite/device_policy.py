@@ -67,7 +67,7 @@ def position_noise_backend(device: DeviceLike, native_loaded: Callable[[], bool]
     """Where MCMC's position noise runs for Gaussians on ``device``: one Triton kernel on CUDA
     (``kernels/mcmc_noise.py``; torch's covariances and batched 3x3 products cost ~3 ms of a step
     at 1M Gaussians there), the native extension's one pass on the CPU when it is already loaded
-    (21 ms -> ~1 ms at 200k Gaussians on 2 cores; a strategy never starts a compile), else torch."""
+    (21-22 ms -> ~3 ms at 200k Gaussians on 2 cores; a strategy never starts a compile), else torch."""
     if kernels.runs_on(_device(device)):
         return "triton"
     if native_kernels_run_on(device) and native_loaded():

@@ -61,6 +61,8 @@ void add_position_noise(const NoiseArgs &a) {
             const float *q = a.quats + 4 * i;
             const float *ls = a.log_scales + 3 * i;
             const float *e = a.eps + 3 * i;
+            // F.normalize's clamp, as the torch code and the Triton kernel: projection.cpp's
+            // quat_to_rotmat has none (a zero quaternion gives NaN there, the identity here).
             const float norm = std::max(std::sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]), 1e-12f);
             const float w = q[0] / norm, x = q[1] / norm, y = q[2] / norm, z = q[3] / norm;
             const float s0 = std::exp(ls[0]), s1 = std::exp(ls[1]), s2 = std::exp(ls[2]);
