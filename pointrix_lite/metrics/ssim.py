@@ -136,15 +136,23 @@ def ssim_and_l1(img1: Tensor, img2: Tensor, padding: Literal["valid", "same"] = 
     return ssim(img1, img2, padding, backend="torch"), (img1 - img2).abs().mean()
 
 
-def ssim_l1_masked_native(img1: Tensor, img2: Tensor, mask: Tensor) -> tuple[Tensor, Tensor] | None:
+def ssim_l1_masked(img1: Tensor, img2: Tensor, mask: Tensor) -> tuple[Tensor, Tensor] | None:
     """:func:`ssim_and_l1`'s two terms over the pixels ``mask [B,H,W]`` keeps (``model/loss.py``'s
-    masked SSIM and L1, "same" padding) from one pass of the native kernel where it runs
-    (``ssim_native.native_applies``), else None: the caller then runs the torch definition."""
+    masked SSIM and L1, "same" padding) from one pass of the native kernel (CPU,
+    ``ssim_native.native_applies``) or of the fused Triton kernels (CUDA), else None: the caller
+    then runs the torch definition."""
+    if mask.device != img1.device:
+        return None
     from .ssim_native import native_applies, ssim_l1_native
 
-    if not native_applies(img1, img2, 11) or mask.device != img1.device:
-        return None
-    return ssim_l1_native(img1, img2, *_native_args(img1, img2, "same", 11, 1.5, 1.0), mask=mask)
+    if native_applies(img1, img2, 11):
+        return ssim_l1_native(img1, img2, *_native_args(img1, img2, "same", 11, 1.5, 1.0), mask=mask)
+    if _fused_applies(img1, img2):
+        from ..kernels.ssim import ssim_l1
+
+        taps, c1, c2, _ = _native_args(img1, img2, "same", 11, 1.5, 1.0)
+        return ssim_l1(img1, img2, taps, c1, c2, mask=mask)
+    return None
 
 
 def _fused_applies(img1: Tensor, img2: Tensor) -> bool:

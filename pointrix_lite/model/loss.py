@@ -8,8 +8,9 @@ nor on the render under the mask, so those pixels send no gradient to the Gaussi
 2D means the densification statistics are read from.
 
 :func:`masked_l1` and :func:`masked_ssim` are the torch definition; where the native SSIM runs
-(``metrics.ssim_native.native_applies``) :func:`masked_l1_and_ssim` computes the same two terms in
-one pass of it (the mask is an input of the kernel), so masked views train as fast as unmasked ones.
+(CPU, ``metrics.ssim_native.native_applies``) or the fused Triton kernels do (CUDA,
+``kernels/ssim.py``) :func:`masked_l1_and_ssim` computes the same two terms in one pass of them
+(the mask is an input of the kernels), so masked views train as fast as unmasked ones.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..metrics.ssim import as_float_image, ssim, ssim_and_l1, ssim_l1_masked_native, ssim_map
+from ..metrics.ssim import as_float_image, ssim, ssim_and_l1, ssim_l1_masked, ssim_map
 
 
 def batch_mask(batch: Sequence[Any], device: torch.device) -> Tensor | None:
@@ -62,16 +63,17 @@ def masked_ssim(rgb: Tensor, gt: Tensor, mask: Tensor | None) -> Tensor:
 
 def masked_l1_and_ssim(rgb: Tensor, gt: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
     """``(masked_l1(...), masked_ssim(...))``; both terms come from one pass of the native SSIM
-    kernel where it runs (``metrics.ssim.ssim_and_l1``; with masks ``ssim_l1_masked_native``).
+    kernel or the fused Triton kernels where they run (``metrics.ssim.ssim_and_l1``; with masks
+    ``ssim_l1_masked``).
     ``gt`` may be the views' uint8 photos (value * 255): the native kernel reads them as they are,
     the other paths convert them as ``View.float_image`` does."""
     if mask is None:
         s, l1 = ssim_and_l1(rgb, gt, padding="same")
         return l1, s
     _check(rgb, mask)
-    native = ssim_l1_masked_native(rgb, gt, mask)
-    if native is not None:
-        s, l1 = native
+    fused = ssim_l1_masked(rgb, gt, mask)
+    if fused is not None:
+        s, l1 = fused
         return l1, s
     gt = as_float_image(gt)
     return masked_l1(rgb, gt, mask), masked_ssim(rgb, gt, mask)

@@ -15,13 +15,18 @@
 #   3. python3 -m benchmarks gpu_step on that model: step time against gsplat's kernel time, this tree and c9f706a
 #   4. configs/colmap_gpu.yaml for 7000 steps
 #   5. what colmap_cpu.yaml's multi-view error scores cost per step on the GPU (during densification)
+#   6. masked_step: a masked step against an unmasked one on that model (issue 43: <= 1.1x), this tree and,
+#      with .devcarry/base_masked/ (`git archive REV pointrix_lite`, REV before the masked Triton kernels),
+#      that tree's masked step; masks from .devcarry/scene_masks/ (one PNG per image) or all-kept ones
+#   7. appearance: 800 steps of colmap_cpu.yaml on the masked scene, plain and with AppearanceOptHook
+#      (bilateral grid + vignetting falloff): the per-view corrections train on CUDA, and at what cost
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
 SCENE=${1:-.devcarry/scene}
 BUDGET=${BUDGET:-570}
 START=$(date +%s)
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} MAX_JOBS=${MAX_JOBS:-16}
+export POINTRIX_LPIPS_DOWNLOAD=0 PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} MAX_JOBS=${MAX_JOBS:-16}
 left() { echo $((BUDGET - ($(date +%s) - START))); }
 LOGS=/tmp/gpu_check_logs && mkdir -p $LOGS
 stage() {  # stage NAME MAX_SECONDS CMD...: cut off at MAX_SECONDS or the budget; whole log into $OUT/all.log
@@ -45,12 +50,17 @@ if [ -f .devcarry/gsplat_cuda.so.xz ]; then  # gsplat imports gsplat.csrc first:
         'mod = u.module_from_spec(s); l.exec_module(mod)' \
         'globals().update({k: v for k, v in vars(mod).items() if not k.startswith("__")})' > /tmp/site/gsplat/csrc.py
 fi
-STAGES=${STAGES:-"first_run cuda_tests step_bench ours_7k error_scores_bench"}
+STAGES=${STAGES:-"first_run cuda_tests step_bench ours_7k error_scores_bench masked_step appearance"}
 want() { [[ " $STAGES " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 lscpu | grep -m1 "Model name"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 SCENE_RUN=/tmp/scene && rm -rf $SCENE_RUN && cp -r "$SCENE" $SCENE_RUN
+SCENE_MASKED=/tmp/scene_masked && rm -rf $SCENE_MASKED && mkdir -p $SCENE_MASKED && cp -r $SCENE_RUN/sparse $SCENE_MASKED/ \
+    && ln -s $SCENE_RUN/images $SCENE_MASKED/images && mkdir -p $SCENE_MASKED/masks
+if [ -d .devcarry/scene_masks ]; then cp .devcarry/scene_masks/*.png $SCENE_MASKED/masks/; else
+    python3 -c "import sys, pathlib, PIL.Image as I; [I.new('L', I.open(f).size, 255).save(pathlib.Path(sys.argv[2]) / (f.stem + '.png'))
+        for f in sorted(pathlib.Path(sys.argv[1]).iterdir())]" $SCENE_RUN/images $SCENE_MASKED/masks; fi
 GPU_BUDGET="model.sh_degree=3 strategy.cap_max=1000000 strategy.growth_rate=0.05 strategy.steps_scaler=0.25 dataset.scale=1"
 want first_run && TAIL=14 stage first_run 260 python3 scripts/train.py --config configs/colmap_cpu.yaml dataset.data_path=$SCENE_RUN \
     $GPU_BUDGET trainer.max_steps=${FIRST_RUN_STEPS:-3000} save_ckpt_after_iter=0 exp_dir=/tmp/run_1m
@@ -67,4 +77,15 @@ want ours_7k && TAIL=12 stage ours_7k 170 python3 scripts/train.py --config conf
 [ -f /tmp/run_gpu7k/metrics.json ] && { echo "===== ours_7k metrics.json"; cat /tmp/run_gpu7k/metrics.json; } >> "$OUT/all.log"
 want error_scores_bench && TAIL=40 stage error_scores_bench 90 python3 -m benchmarks gpu_step --ply /tmp/run_1m/point_cloud.ply --data $SCENE_RUN \
     --start-step 3000 --tree scored=. --tree plain=.+strategy.error_every=0+strategy.error_weight=0.0 --rounds 1 --steps 40
+BASE_MASKED=()
+[ -d .devcarry/base_masked/pointrix_lite ] && BASE_MASKED=(--tree "masked_before=.devcarry/base_masked+dataset.data_path=$SCENE_MASKED")
+want masked_step && TAIL=60 stage masked_step 140 python3 -m benchmarks gpu_step --ply /tmp/run_1m/point_cloud.ply --data $SCENE_RUN \
+    --tree unmasked=. --tree masked=.+dataset.data_path=$SCENE_MASKED "${BASE_MASKED[@]}" --rounds 1 --steps 40
+APPEARANCE="{type: AppearanceOptHook, mode: bilagrid, vignetting: true}"
+for run in plain appearance; do
+    hooks="hooks=[{type: PlyExportHook}, {type: PoseOptHook, refine: false, test_align_steps: 100}, {type: ResolutionScheduleHook, start_factor: 4, full_res_at: 0.3, hold_means_lr: true}"
+    [ $run = appearance ] && hooks="$hooks, $APPEARANCE"
+    want appearance && TAIL=8 stage appearance_$run 45 python3 scripts/train.py --config configs/colmap_cpu.yaml \
+        dataset.data_path=$SCENE_MASKED trainer.max_steps=800 trainer.val_interval=0 save_ckpt_after_iter=0 "$hooks]" exp_dir=/tmp/run_$run
+done
 echo "== done in $(( $(date +%s) - START ))s"

@@ -69,6 +69,55 @@ def check_ssim_without_grad(device: str) -> dict[str, float]:
     return {"ssim": abs(float(s) - float(s_grad)), "l1": abs(float(l1) - float(l1_grad))}
 
 
+def check_ssim_masked(device: str) -> dict[str, float]:
+    """Fused SSIM + L1 with a training mask (value and gradient) against model/loss.py's torch
+    definition (``masked_l1``, ``masked_ssim``); a mask keeping nothing scores SSIM 1, L1 0 and no
+    gradient; an all-kept mask gives the unmasked terms."""
+    from pointrix_lite.kernels.ssim import ssim_l1
+    from pointrix_lite.metrics.ssim import as_float_image, gaussian_window_1d
+    from pointrix_lite.model.loss import masked_l1, masked_ssim
+
+    worst = {"ssim": 0.0, "l1": 0.0, "grad_rel": 0.0, "ignored_grad": 0.0, "full_vs_plain": 0.0}
+    taps = gaussian_window_1d(11, 1.5)
+    cases = [((2, 23, 37, 3), True, "plain"), ((1, 40, 9, 3), False, "sliced"), ((1, 7, 50, 3), True, "planes")]
+    for i, (shape, u8, layout) in enumerate(cases):
+        x, y = _images(device, shape, u8, 10 + i, layout)
+        g = torch.Generator().manual_seed(20 + i)
+        mask = (torch.rand(shape[:3], generator=g) > 0.3).to(device)
+        mask[0, :, : shape[2] // 3] = False  # a whole occluded band, as an occluder's mask
+        s, l1 = ssim_l1(x, y, taps, 0.01**2, 0.03**2, mask=mask)
+        (0.8 * l1 + 0.2 * (1.0 - s)).backward()
+        grad, x.grad = x.grad.clone(), None
+        yf = as_float_image(y)
+        s_ref, l1_ref = masked_ssim(x, yf, mask), masked_l1(x, yf, mask)
+        (0.8 * l1_ref + 0.2 * (1.0 - s_ref)).backward()
+        worst["ssim"] = max(worst["ssim"], abs(float(s) - float(s_ref)))
+        worst["l1"] = max(worst["l1"], abs(float(l1) - float(l1_ref)))
+        worst["grad_rel"] = max(worst["grad_rel"], float((grad - x.grad).abs().max() / x.grad.abs().max()))
+        worst["ignored_grad"] = max(worst["ignored_grad"], float(grad[~mask].abs().max()))
+        x.grad = None
+        full = torch.ones(shape[:3], dtype=torch.bool, device=device)
+        masked_full, plain = ssim_l1(x, y, taps, 0.01**2, 0.03**2, mask=full), ssim_l1(x, y, taps, 0.01**2, 0.03**2)
+        worst["full_vs_plain"] = max(worst["full_vs_plain"], *(abs(float(a) - float(b)) for a, b in zip(masked_full, plain)))
+    x, y = _images(device, (1, 12, 14, 3), True, 30, "plain")
+    s, l1 = ssim_l1(x, y, taps, 0.01**2, 0.03**2, mask=torch.zeros(1, 12, 14, dtype=torch.bool, device=device))
+    (0.8 * l1 + 0.2 * (1.0 - s)).backward()
+    worst["empty"] = [float(s), float(l1), float(x.grad.abs().max())]
+    return worst
+
+
+def masked_loss_route(device: str) -> str:
+    """The autograd node behind the training loss's masked terms (``model/loss.py``) on ``device``:
+    which implementation a masked training step runs there."""
+    from pointrix_lite.model.loss import masked_l1_and_ssim
+
+    x, y = _images(device, (1, 16, 16, 3), True, 40, "plain")
+    mask = torch.ones(1, 16, 16, dtype=torch.bool, device=device)
+    mask[:, 4:9, 2:12] = False
+    _, s = masked_l1_and_ssim(x, y, mask)
+    return type(s.grad_fn).__name__
+
+
 def check_noise(device: str) -> dict[str, float]:
     """MCMC's position noise kernel against strategy/ops.py's torch code on the same draws."""
     from pointrix_lite.kernels.mcmc_noise import add_position_noise
@@ -89,7 +138,8 @@ def check_noise(device: str) -> dict[str, float]:
     return {"abs": float((out.cpu() - ref).abs().max()), "moved": moved}
 
 
-CHECKS = {"ssim": check_ssim, "ssim_without_grad": check_ssim_without_grad, "noise": check_noise}
+CHECKS = {"ssim": check_ssim, "ssim_without_grad": check_ssim_without_grad, "ssim_masked": check_ssim_masked,
+          "noise": check_noise}
 
 if __name__ == "__main__":
     device = sys.argv[1] if len(sys.argv) > 1 else "cpu"

@@ -47,6 +47,17 @@ def test_fused_ssim_l1_matches_torch_interpreted(interpreted) -> None:
     assert interpreted["ssim_without_grad"] == {"ssim": 0.0, "l1": 0.0}
 
 
+def _assert_ssim_masked(found: dict) -> None:
+    _assert_ssim(found)
+    assert found["ignored_grad"] == 0.0, found  # an ignored pixel gets no gradient at all
+    assert found["full_vs_plain"] < 1e-6, found  # a mask that keeps everything: the unmasked terms
+    assert found["empty"] == [1.0, 0.0, 0.0], found  # nothing kept: SSIM 1, L1 0, no gradient
+
+
+def test_fused_ssim_l1_masked_matches_torch_interpreted(interpreted) -> None:
+    _assert_ssim_masked(interpreted["ssim_masked"])
+
+
 def test_position_noise_matches_torch_interpreted(interpreted) -> None:
     _assert_noise(interpreted["noise"])
 
@@ -55,6 +66,12 @@ def test_position_noise_matches_torch_interpreted(interpreted) -> None:
 def test_fused_ssim_l1_matches_torch_on_cuda() -> None:  # pragma: no cover - no GPU in CI
     _assert_ssim(checks.check_ssim("cuda"))
     assert checks.check_ssim_without_grad("cuda") == {"ssim": 0.0, "l1": 0.0}
+
+
+@needs_cuda
+def test_fused_ssim_l1_masked_matches_torch_on_cuda() -> None:  # pragma: no cover - no GPU in CI
+    _assert_ssim_masked(checks.check_ssim_masked("cuda"))
+    assert checks.masked_loss_route("cuda") == "FusedSsimL1Backward"  # a masked step takes these kernels
 
 
 @needs_cuda
