@@ -4,12 +4,15 @@
         --tree new=. --tree old=/path/to/an/older/checkout [--steps 50] [key=value ...]
     python -m benchmarks gpu_step ... --start-step 3000 --tree scored=. \\
         --tree plain=.+strategy.error_every=0+strategy.error_weight=0.0   # what the error scores cost
+    python -m benchmarks gpu_step ... --keep-hook AppearanceOptHook --tree plain=. \\
+        --tree 'appearance=.+hooks=[{type: AppearanceOptHook, mode: bilagrid}]'   # what a hook costs per step
 
 For each ``--tree NAME=PATH`` (a checkout whose ``pointrix_lite`` is imported; trees alternate, in
 one run, so the ratio between them is what counts) a worker subprocess builds the trainer on CUDA
 from ``--config`` (default ``configs/colmap_cpu.yaml`` at a GPU's budget, the setup of issue 44:
 SH 3, 1M-Gaussian MCMC, hooks and writers off), loads the trained Gaussians of ``--ply`` and
-sets the step to ``--start-step`` (after densification), then
+sets the step to ``--start-step`` (after densification), then, with the config's hooks off except
+the types named by ``--keep-hook`` (their per-iteration sites run as in ``scripts/train.py``),
 
 - times ``--steps`` steps of ``DefaultTrainer.train_step`` (CUDA-synchronised wall time),
 - profiles 5 more under torch.profiler (CPU + CUDA) and sums kernel time by kind: **gsplat** (its
@@ -34,7 +37,7 @@ from pathlib import Path
 
 from benchmarks import workers
 from benchmarks._common import REPO, parser
-from benchmarks.training import batches
+from benchmarks.training import batches, one_step
 
 # issue 44's GPU budget on colmap_cpu.yaml: SH 3, MCMC up to 1M Gaussians
 DEFAULT_OVERRIDES = ["model.sh_degree=3", "strategy.cap_max=1000000", "strategy.growth_rate=0.05", "strategy.steps_scaler=0.25",
@@ -44,6 +47,7 @@ KINDS = [  # first match names the kind of a non-gsplat kernel
     ("SSIM (fused, Triton)", re.compile(r"_blur_rows|_ssim_cols|_grad_cols")),
     ("SSIM (cuDNN convolutions)", re.compile(r"conv|cudnn|implicit_gemm|dgrad|wgrad", re.I)),
     ("MCMC noise (Triton)", re.compile(r"_add_noise")),
+    ("bilateral grid (grid_sample)", re.compile(r"grid_sampler", re.I)),
     ("Adam", re.compile(r"adam|multi_tensor_apply", re.I)),
     ("GEMM", re.compile(r"gemm|sgemm|cutlass", re.I)),
     ("copies / cat", re.compile(r"cat|copy|Memcpy|memcpy", re.I)),
@@ -71,7 +75,7 @@ def worker(spec: dict) -> dict:
     out = Path(spec["out"])
     cfg = load_experiment(Path(spec["config"]), [f"exp_dir={out}", "writers=[]", "trainer.val_interval=0",
                                                  f"dataset.data_path={spec['data']}", *spec["overrides"]])  # fmt: skip
-    cfg.hooks = []
+    cfg.hooks = [h for h in cfg.hooks if h.get("type") in spec.get("keep_hooks", [])]
     device = spec.get("device", "cuda")
     trainer = DefaultTrainer(cfg, out, device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -81,11 +85,12 @@ def worker(spec: dict) -> dict:
     trained = type(trainer.model).from_ply(spec["ply"])
     trainer.model.load_params(dict(trained.params), source=spec["ply"])
     trainer.global_step = spec["start_step"]
+    trainer.call_hook("before_run")  # kept hooks only (--keep-hook): they are part of the step measured
+    trainer.call_hook("before_train")
     it = batches(trainer)
 
     def step() -> None:
-        trainer.train_step(next(it))
-        trainer.global_step += 1
+        one_step(trainer, next(it))
 
     for _ in range(spec["warmup"]):
         step()
@@ -136,7 +141,8 @@ def run_tree(name: str, tree: str, args: argparse.Namespace) -> dict:
     tree, *own = tree.split("+")  # PATH+key=value+...: overrides for this tree only
     spec = {"config": str(Path(args.config).resolve()), "ply": str(args.ply.resolve()),
             "data": str(args.data.resolve()), "overrides": args.overrides + own, "steps": args.steps, "warmup": args.warmup,
-            "start_step": args.start_step, "out": str(Path(args.out) / name), "device": args.device}  # fmt: skip
+            "start_step": args.start_step, "out": str(Path(args.out) / name), "device": args.device,
+            "keep_hooks": args.keep_hook}  # fmt: skip
     proc = workers.run("benchmarks.gpu_step:worker", spec, Path(tree).resolve())
     results = workers.results(proc.stdout)
     if proc.returncode != 0 or not results:
@@ -174,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2, help="alternating rounds per tree")
     p.add_argument("--out", default="/tmp/pointrix_gpu_step")
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # "cpu": a dry run of the benchmark itself
+    p.add_argument("--keep-hook", action="append", default=[], metavar="TYPE",
+                   help="keep this hook type of the config (a tree's own hooks=[...] override may add it) in the step (repeat)")
     p.add_argument("--no-default-overrides", action="store_true", help="leave out issue 44's GPU budget overrides")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     args = p.parse_args(argv)

@@ -27,6 +27,7 @@ the views) cannot: the average vignetting of the photos would stay in the scene'
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -62,6 +63,11 @@ class AppearanceCorrection(nn.Module):
         size = 12 * math.prod(self.grid) if mode == "bilagrid" else MODES[mode]
         self.delta = nn.Parameter(torch.zeros(n_views, size))  # [V, 6], [V, 12] or [V, 12 * L * GH * GW]
         self.falloff = nn.Parameter(torch.zeros(n_views, 2)) if vignetting else None
+        # Every view's index, kept where the transforms are: a step's indices are slices of it. A
+        # torch.tensor([i], device=cuda) per step is a blocking copy from pageable memory, which made
+        # the CPU wait for the GPU's queue to drain twice a step (docs/model.md, "On a GPU").
+        self.register_buffer("view_index", torch.arange(n_views), persistent=False)
+        self.register_buffer("luma_weights", torch.tensor(LUMA), persistent=False)  # the same, once a step
 
     def matrices(self, ids: Tensor) -> tuple[Tensor, Tensor]:
         """[C] view indices -> ``[C, 3, 3]`` colour matrices and ``[C, 3]`` biases (not ``bilagrid``)."""
@@ -95,7 +101,7 @@ class AppearanceCorrection(nn.Module):
         # centres; pixel centres (j + 0.5) / W span the grid as gsplat's bilateral grid does.
         x = (torch.arange(W, dtype=rgb.dtype, device=rgb.device) + 0.5) / W * 2 - 1
         y = (torch.arange(H, dtype=rgb.dtype, device=rgb.device) + 0.5) / H * 2 - 1
-        luma = (rgb @ torch.tensor(LUMA, dtype=rgb.dtype, device=rgb.device)).clamp(0.0, 1.0) * 2 - 1  # [C, H, W]
+        luma = (rgb @ self.luma_weights.to(rgb.dtype)).clamp(0.0, 1.0) * 2 - 1  # [C, H, W]
         coords = torch.stack([x.expand(C, H, W), y[:, None].expand(C, H, W), luma], dim=-1)  # [C, H, W, 3]
         cells = F.grid_sample(grids, coords[:, None], mode="bilinear", padding_mode="border", align_corners=True)
         A = cells.view(C, 3, 4, H, W)  # trilinear on a 5-D input: [C, 12, 1, H, W], rows [A | b] per pixel
@@ -121,10 +127,15 @@ class AppearanceCorrection(nn.Module):
         g = (self.delta if ids is None else self.delta[ids]).reshape(-1, 12, *self.grid)
         return sum(((g.narrow(a, 1, n - 1) - g.narrow(a, 0, n - 1)) ** 2).mean() for a, n in zip((2, 3, 4), self.grid))
 
+    def ids(self, indices: Sequence[int]) -> Tensor:
+        """``[C]`` view indices where the transforms are, from slices of ``view_index`` (no host copy)."""
+        if len(indices) == 1:
+            return self.view_index[indices[0] : indices[0] + 1]
+        return torch.cat([self.view_index[i : i + 1] for i in indices])
+
     def apply_one(self, rgb: Tensor, index: int) -> Tensor:
         """``rgb [H, W, 3]`` of view ``index`` -> its photo's colours (a ``View.color_transform``)."""
-        ids = torch.tensor([index], device=self.delta.device)
-        return self(rgb[None], ids)[0]
+        return self(rgb[None], self.ids([index]))[0]
 
 
 def fit_transform(rgb: Tensor, target: Tensor, mode: str = "gain_bias") -> tuple[Tensor, Tensor]:

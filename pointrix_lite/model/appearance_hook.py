@@ -155,7 +155,7 @@ class AppearanceOptHook(Hook):
         if self.config.mode == "bilagrid" and self.config.tv_weight > 0.0:
             # The batch's grids only: each grid is held smooth in the steps that train it (over a run,
             # the same sum as every grid every step, /V), and the other 48 of 49 grids cost nothing.
-            ids = torch.tensor([view.index for view in batch], device=self.correction.delta.device)
+            ids = self.correction.ids([view.index for view in batch])
             (self.config.tv_weight * self.correction.total_variation(ids)).backward()
         distributed.all_reduce_gradients(self.correction.parameters())
         # from the step alone, so a resumed run has the same lr as an uninterrupted one

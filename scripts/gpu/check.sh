@@ -20,6 +20,8 @@
 #      that tree's masked step; masks from .devcarry/scene_masks/ (one PNG per image) or all-kept ones
 #   7. appearance: 800 steps of colmap_cpu.yaml on the masked scene, plain and with AppearanceOptHook
 #      (bilateral grid + vignetting falloff): the per-view corrections train on CUDA, and at what cost
+#   8. appearance_step: gpu_step's step on the masked scene without AppearanceOptHook, with its gain_bias
+#      and with its bilateral grid + falloff (and the grid on .devcarry/base_appearance/, if carried)
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
 SCENE=${1:-.devcarry/scene}
@@ -50,7 +52,7 @@ if [ -f .devcarry/gsplat_cuda.so.xz ]; then  # gsplat imports gsplat.csrc first:
         'mod = u.module_from_spec(s); l.exec_module(mod)' \
         'globals().update({k: v for k, v in vars(mod).items() if not k.startswith("__")})' > /tmp/site/gsplat/csrc.py
 fi
-STAGES=${STAGES:-"first_run cuda_tests step_bench ours_7k error_scores_bench masked_step appearance"}
+STAGES=${STAGES:-"first_run cuda_tests step_bench ours_7k error_scores_bench masked_step appearance appearance_step"}
 want() { [[ " $STAGES " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 lscpu | grep -m1 "Model name"
@@ -82,6 +84,11 @@ BASE_MASKED=()
 want masked_step && TAIL=60 stage masked_step 140 python3 -m benchmarks gpu_step --ply /tmp/run_1m/point_cloud.ply --data $SCENE_RUN \
     --tree unmasked=. --tree masked=.+dataset.data_path=$SCENE_MASKED "${BASE_MASKED[@]}" --rounds 1 --steps 40
 APPEARANCE="{type: AppearanceOptHook, mode: bilagrid, vignetting: true}"
+BASE_APP=()
+[ -d .devcarry/base_appearance/pointrix_lite ] && BASE_APP=(--tree "grid_before=.devcarry/base_appearance+hooks=[$APPEARANCE]")
+want appearance_step && TAIL=80 stage appearance_step 180 python3 -m benchmarks gpu_step --ply /tmp/run_1m/point_cloud.ply \
+    --data $SCENE_MASKED --keep-hook AppearanceOptHook --tree plain=. --tree "gain_bias=.+hooks=[{type: AppearanceOptHook}]" \
+    --tree "grid=.+hooks=[$APPEARANCE]" "${BASE_APP[@]}" --rounds 1 --steps 40
 for run in plain appearance; do
     hooks="hooks=[{type: PlyExportHook}, {type: PoseOptHook, refine: false, test_align_steps: 100}, {type: ResolutionScheduleHook, start_factor: 4, full_res_at: 0.3, hold_means_lr: true}"
     [ $run = appearance ] && hooks="$hooks, $APPEARANCE"
