@@ -88,3 +88,45 @@ def test_total_variation_of_one_raised_cell():
     assert float(AppearanceCorrection(1, "affine").total_variation().detach()) == 0.0
     with pytest.raises(ValueError, match="colour matrix per pixel"):
         corr.matrices(torch.tensor([0]))
+
+
+def _grid_sample_3d(rgb: torch.Tensor, d: torch.Tensor, grid: tuple[int, int, int]) -> torch.Tensor:
+    """The slice as one trilinear 3-D ``grid_sample`` (x, y: pixel centres; z: clamped luminance)."""
+    C, H, W, _ = rgb.shape
+    cells = d.reshape(C, 12, *grid) + torch.eye(3, 4, dtype=rgb.dtype).reshape(1, 12, 1, 1, 1)
+    x = (torch.arange(W, dtype=rgb.dtype) + 0.5) / W * 2 - 1
+    y = (torch.arange(H, dtype=rgb.dtype) + 0.5) / H * 2 - 1
+    luma = (rgb @ torch.tensor(LUMA, dtype=rgb.dtype)).clamp(0.0, 1.0) * 2 - 1
+    coords = torch.stack([x.expand(C, H, W), y[:, None].expand(C, H, W), luma], dim=-1)
+    A = torch.nn.functional.grid_sample(cells, coords[:, None], mode="bilinear", padding_mode="border",
+                                        align_corners=True).view(C, 3, 4, H, W)  # fmt: skip
+    return ((A[:, :, :3] * rgb.permute(0, 3, 1, 2)[:, None]).sum(dim=2) + A[:, :, 3]).permute(0, 2, 3, 1)
+
+
+@pytest.mark.parametrize("grid", [(8, 16, 16), GRID])
+def test_slice_equals_a_3d_grid_sample_in_value_and_gradients(grid):
+    """The row-then-2-D lookup (appearance.py) against one 3-D grid_sample, float32, at a size where
+    grid rows and image rows do not line up; pixels at luminance exactly 0 and 1 (clamped: no slope
+    through the luminance there) and beyond 1 included."""
+    g = torch.Generator().manual_seed(3)
+    corr = AppearanceCorrection(3, "bilagrid", grid=grid)
+    with torch.no_grad():
+        corr.delta.normal_(0.0, 0.2, generator=g)
+    rgb0 = torch.rand(2, 29, 47, 3, generator=g)
+    rgb0[0, 0, :4] = 0.0
+    rgb0[0, 1, :4] = 1.0
+    rgb0[1, 2, :4] = 1.3
+    upstream = torch.randn(2, 29, 47, 3, generator=g)
+    ids = torch.tensor([2, 0])
+    found = []
+    for fn in (lambda x: corr(x, ids), lambda x: _grid_sample_3d(x, corr.delta[ids], grid)):
+        rgb = rgb0.clone().requires_grad_()
+        corr.delta.grad = None
+        out = fn(rgb)
+        (out * upstream).sum().backward()
+        found.append((out.detach(), rgb.grad, corr.delta.grad.clone()))
+    (out, d_rgb, d_delta), (ref, ref_rgb, ref_delta) = found
+    assert torch.allclose(out, ref, atol=2e-6)
+    assert torch.allclose(d_rgb, ref_rgb, atol=1e-5 * float(ref_rgb.abs().max()))
+    assert torch.allclose(d_delta, ref_delta, atol=1e-5 * float(ref_delta.abs().max()))
+    assert float(d_delta.abs().max()) > 0.1  # the comparison saw real gradients
