@@ -64,8 +64,8 @@ class AppearanceCorrection(nn.Module):
         self.delta = nn.Parameter(torch.zeros(n_views, size))  # [V, 6], [V, 12] or [V, 12 * L * GH * GW]
         self.falloff = nn.Parameter(torch.zeros(n_views, 2)) if vignetting else None
         # Every view's index, kept where the transforms are: a step's indices are slices of it. A
-        # torch.tensor([i], device=cuda) per step is a blocking copy from pageable memory, which made
-        # the CPU wait for the GPU's queue to drain twice a step (docs/model.md, "On a GPU").
+        # torch.tensor([i], device=cuda) per step is a blocking copy from pageable memory: the CPU
+        # waited for the GPU's queue to drain at each (docs/rasterizer.md, "Third run on a GPU").
         self.register_buffer("view_index", torch.arange(n_views), persistent=False)
         self.register_buffer("luma_weights", torch.tensor(LUMA), persistent=False)  # the same, once a step
 
@@ -99,7 +99,7 @@ class AppearanceCorrection(nn.Module):
         depend on its row alone), then a 2-D ``grid_sample`` per image row over (x, luminance). Same
         weights and corners, another summation order; the 3-D call's backward scattered every pixel
         into one grid (on the CPU on one thread, on a GPU with atomics on 24k cells), and took 30 ms
-        of a 400x300 CPU step and 7.5 ms of a 1536x1024 GPU step (docs/model.md, "On a GPU").
+        of a 400x300 CPU step and 7.5 ms of a 1536x1024 GPU step (docs/model.md, "The slice's cost").
         """
         C, H, W, _ = rgb.shape
         L, GH, GW = self.grid
