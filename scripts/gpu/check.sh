@@ -92,7 +92,7 @@ want appearance_step && TAIL=80 stage appearance_step 180 python3 -m benchmarks 
 for run in plain appearance; do
     hooks="hooks=[{type: PlyExportHook}, {type: PoseOptHook, refine: false, test_align_steps: 100}, {type: ResolutionScheduleHook, start_factor: 4, full_res_at: 0.3, hold_means_lr: true}"
     [ $run = appearance ] && hooks="$hooks, $APPEARANCE"
-    want appearance && TAIL=8 stage appearance_$run 45 python3 scripts/train.py --config configs/colmap_cpu.yaml \
+    want appearance && TAIL=8 stage appearance_$run 60 python3 scripts/train.py --config configs/colmap_cpu.yaml \
         dataset.data_path=$SCENE_MASKED trainer.max_steps=800 trainer.val_interval=0 save_ckpt_after_iter=0 "$hooks]" exp_dir=/tmp/run_$run
 done
 echo "== done in $(( $(date +%s) - START ))s"
