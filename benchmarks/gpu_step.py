@@ -9,7 +9,8 @@
 
 For each ``--tree NAME=PATH`` (a checkout whose ``pointrix_lite`` is imported; trees alternate, in
 one run, so the ratio between them is what counts) a worker subprocess builds the trainer on CUDA
-from ``--config`` (default ``configs/colmap_cpu.yaml`` at a GPU's budget, the setup of issue 44:
+from ``--config`` (the tree's own copy when it has ``configs/`` with that name; default
+``configs/colmap_cpu.yaml`` at a GPU's budget, the setup of issue 44:
 SH 3, 1M-Gaussian MCMC, hooks and writers off), loads the trained Gaussians of ``--ply`` and
 sets the step to ``--start-step`` (after densification), then, with the config's hooks off except
 the types named by ``--keep-hook`` (their per-iteration sites run as in ``scripts/train.py``),
@@ -137,9 +138,17 @@ def worker(spec: dict) -> dict:
     }  # fmt: skip
 
 
+def tree_config(config: Path, tree: Path) -> Path:
+    """The config a tree runs: its own copy of a repository config (``configs/NAME`` in the tree, as
+    ``benchmarks train``'s ``CFG@REV``), so an older tree does not meet keys it does not know; else ``config``."""
+    config = config.resolve()
+    own = tree.resolve() / "configs" / config.name
+    return own if config.parent == (REPO / "configs").resolve() and own.is_file() else config
+
+
 def run_tree(name: str, tree: str, args: argparse.Namespace) -> dict:
     tree, *own = tree.split("+")  # PATH+key=value+...: overrides for this tree only
-    spec = {"config": str(Path(args.config).resolve()), "ply": str(args.ply.resolve()),
+    spec = {"config": str(tree_config(Path(args.config), Path(tree))), "ply": str(args.ply.resolve()),
             "data": str(args.data.resolve()), "overrides": args.overrides + own, "steps": args.steps, "warmup": args.warmup,
             "start_step": args.start_step, "out": str(Path(args.out) / name), "device": args.device,
             "keep_hooks": args.keep_hook}  # fmt: skip

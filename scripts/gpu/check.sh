@@ -3,7 +3,7 @@
 # few minutes go to measuring. Run from the repository root on a CUDA machine with the image's torch:
 #   OUT=/some/dir bash scripts/gpu/check.sh [SCENE_DIR]
 # Carried beside the tree (git-ignored): .whl/ (gsplat 1.5.3, plyfile, lpips wheels: `pip download`),
-# .devcarry/base_c9f706a/ (`git archive c9f706a pointrix_lite | tar -x -C .devcarry/base_c9f706a`, the
+# .devcarry/base_c9f706a/ (`git archive c9f706a pointrix_lite configs | tar -x -C .devcarry/base_c9f706a`, the
 # code issue 44 started from) and SCENE_DIR, a COLMAP scene (images/ + sparse/0).
 # A gsplat build brought back from an earlier call (its $OUT/gsplat_cuda.so.xz, same image) may be carried as
 # .devcarry/gsplat_cuda.so.xz: it is loaded through a gsplat.csrc shim instead of building (~60-90 s).
@@ -16,7 +16,7 @@
 #   4. configs/colmap_gpu.yaml for 7000 steps
 #   5. what colmap_cpu.yaml's multi-view error scores cost per step on the GPU (during densification)
 #   6. masked_step: a masked step against an unmasked one on that model (issue 43: <= 1.1x), this tree and,
-#      with .devcarry/base_masked/ (`git archive REV pointrix_lite`, REV before the masked Triton kernels),
+#      with .devcarry/base_masked/ (`git archive REV pointrix_lite configs`, REV before the masked Triton kernels),
 #      that tree's masked step; masks from .devcarry/scene_masks/ (one PNG per image) or all-kept ones
 #   7. appearance: 800 steps of colmap_cpu.yaml on the masked scene, plain and with AppearanceOptHook
 #      (bilateral grid + vignetting falloff): the per-view corrections train on CUDA, and at what cost
