@@ -18,10 +18,10 @@
 #   6. masked_step: a masked step against an unmasked one on that model (issue 43: <= 1.1x), this tree and,
 #      with .devcarry/base_masked/ (`git archive REV pointrix_lite configs`, REV before the masked Triton kernels),
 #      that tree's masked step; masks from .devcarry/scene_masks/ (one PNG per image) or all-kept ones
-#   7. appearance: 800 steps of colmap_cpu.yaml on the masked scene, plain and with AppearanceOptHook
-#      (bilateral grid + vignetting falloff): the per-view corrections train on CUDA, and at what cost
-#   8. appearance_step: gpu_step's step on the masked scene without AppearanceOptHook, with its gain_bias
+#   7. appearance_step: gpu_step's step on the masked scene without AppearanceOptHook, with its gain_bias
 #      and with its bilateral grid + falloff (and the grid on .devcarry/base_appearance/, if carried)
+#   8. appearance: 800 steps of colmap_cpu.yaml on the masked scene, plain and with AppearanceOptHook
+#      (bilateral grid + vignetting falloff): the per-view corrections train on CUDA, and at what cost
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
 SCENE=${1:-.devcarry/scene}
@@ -52,7 +52,7 @@ if [ -f .devcarry/gsplat_cuda.so.xz ]; then  # gsplat imports gsplat.csrc first:
         'mod = u.module_from_spec(s); l.exec_module(mod)' \
         'globals().update({k: v for k, v in vars(mod).items() if not k.startswith("__")})' > /tmp/site/gsplat/csrc.py
 fi
-STAGES=${STAGES:-"first_run cuda_tests step_bench ours_7k error_scores_bench masked_step appearance appearance_step"}
+STAGES=${STAGES:-"first_run cuda_tests step_bench ours_7k error_scores_bench masked_step appearance_step appearance"}
 want() { [[ " $STAGES " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 lscpu | grep -m1 "Model name"
