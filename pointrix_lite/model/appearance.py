@@ -33,6 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .per_view import index_rows
+
 # Numbers per view of each mode.
 BILAGRID = (8, 16, 16)  # luminance bins, rows, columns of a view's bilateral grid
 MODES: dict[str, int] = {"gain_bias": 6, "affine": 12, "bilagrid": 12 * math.prod(BILAGRID)}
@@ -63,9 +65,8 @@ class AppearanceCorrection(nn.Module):
         size = 12 * math.prod(self.grid) if mode == "bilagrid" else MODES[mode]
         self.delta = nn.Parameter(torch.zeros(n_views, size))  # [V, 6], [V, 12] or [V, 12 * L * GH * GW]
         self.falloff = nn.Parameter(torch.zeros(n_views, 2)) if vignetting else None
-        # Every view's index, kept where the transforms are: a step's indices are slices of it. A
-        # torch.tensor([i], device=cuda) per step is a blocking copy from pageable memory: the CPU
-        # waited for the GPU's queue to drain at each (docs/rasterizer.md, "Third run on a GPU").
+        # Every view's index, kept where the transforms are: a step's indices are slices of it
+        # (per_view.index_rows), not a blocking host copy.
         self.register_buffer("view_index", torch.arange(n_views), persistent=False)
         self.register_buffer("luma_weights", torch.tensor(LUMA), persistent=False)  # the same, once a step
 
@@ -149,10 +150,8 @@ class AppearanceCorrection(nn.Module):
         return sum(((g.narrow(a, 1, n - 1) - g.narrow(a, 0, n - 1)) ** 2).mean() for a, n in zip((2, 3, 4), self.grid))
 
     def ids(self, indices: Sequence[int]) -> Tensor:
-        """``[C]`` view indices where the transforms are, from slices of ``view_index`` (no host copy)."""
-        if len(indices) == 1:
-            return self.view_index[indices[0] : indices[0] + 1]
-        return torch.cat([self.view_index[i : i + 1] for i in indices])
+        """``[C]`` view indices where the transforms are (``per_view.index_rows``: no host copy)."""
+        return index_rows(self.view_index, indices)
 
     def apply_one(self, rgb: Tensor, index: int) -> Tensor:
         """``rgb [H, W, 3]`` of view ``index`` -> its photo's colours (a ``View.color_transform``)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -31,3 +32,14 @@ def load_per_view_state(hook: str, what: str, delta: torch.Tensor, optimizer: to
     with torch.no_grad():
         delta.copy_(saved)
     optimizer.load_state_dict(state["optimizer"])
+
+
+def index_rows(view_index: torch.Tensor, indices: Sequence[int]) -> torch.Tensor:
+    """``[C]`` view indices as slices of ``view_index`` (``arange(V)`` kept where the per-view rows are).
+
+    A ``torch.tensor(indices, device=cuda)`` per step is a blocking copy from pageable memory: the CPU
+    waits for the GPU's queue to drain (docs/rasterizer.md, "Third run on a GPU"); a slice of a tensor
+    already there, or one ``cat`` of slices, queues like any other kernel."""
+    if len(indices) == 1:
+        return view_index[indices[0] : indices[0] + 1]
+    return torch.cat([view_index[i : i + 1] for i in indices])

@@ -9,8 +9,12 @@ All zeros is the identity, which is also where weight decay pulls the correction
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor, nn
+
+from .per_view import index_rows
 
 
 def rotation_6d_to_matrix(d6: Tensor) -> Tensor:
@@ -38,6 +42,7 @@ class PoseCorrection(nn.Module):
             raise ValueError(f"PoseCorrection needs at least one view, got {n_views}")
         self.delta = nn.Parameter(torch.zeros(n_views, 9))  # [V, 9]: dt (3), dr (6)
         self.register_buffer("identity_6d", torch.tensor(_IDENTITY_6D), persistent=False)
+        self.register_buffer("view_index", torch.arange(n_views), persistent=False)  # per_view.index_rows
 
     def transforms(self, ids: Tensor) -> Tensor:
         """[C] view indices -> [C, 4, 4] correction matrices (camera frame)."""
@@ -51,7 +56,12 @@ class PoseCorrection(nn.Module):
     def forward(self, viewmats: Tensor, ids: Tensor) -> Tensor:
         """Corrected [C, 4, 4] world-to-camera matrices for ``viewmats [C, 4, 4]`` of views ``ids [C]``."""
         T = self.transforms(ids)
-        return T @ viewmats.to(dtype=T.dtype, device=T.device)
+        # non_blocking: the renderer's camera upload (renderer._to_device), not a wait for the GPU
+        return T @ viewmats.to(dtype=T.dtype).to(T.device, non_blocking=True)
+
+    def ids(self, indices: Sequence[int]) -> Tensor:
+        """``[C]`` view indices where the corrections are (``per_view.index_rows``: no host copy)."""
+        return index_rows(self.view_index, indices)
 
     @torch.no_grad()
     def set_transforms(self, T: Tensor) -> None:

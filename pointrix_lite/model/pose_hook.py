@@ -109,7 +109,7 @@ class PoseOptHook(Hook):
         if self.correction is None:
             return
         check_view_rows("PoseOptHook", "pose correction", self.correction.delta.shape[0], batch)
-        ids = torch.tensor([v.index for v in batch], device=self.correction.delta.device)
+        ids = self.correction.ids([v.index for v in batch])
         viewmats = torch.stack([torch.as_tensor(v.camera.viewmat) for v in batch])
         corrected = self.correction(viewmats, ids)
         # The trainer renders the very list it passed us: replace its items, not the list.
