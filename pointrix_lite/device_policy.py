@@ -93,3 +93,12 @@ def pin_host_images(device: DeviceLike) -> bool:
     (and pinning needs a CUDA runtime)."""
     return _device(device).type == "cuda"
 
+
+def upload(t: torch.Tensor, device: DeviceLike, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """A small per-step host tensor (camera matrices, a background) on ``device`` without waiting for
+    the GPU: a blocking host-to-device copy synchronises the stream, so the CPU could not queue the
+    next step's kernels while this one's run. A small pageable tensor is staged by the driver at
+    once, so the host tensor may be freed after the call."""
+    if dtype is not None:
+        t = t.to(dtype=dtype)
+    return t.to(_device(device), non_blocking=True)

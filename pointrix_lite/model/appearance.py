@@ -68,7 +68,7 @@ class AppearanceCorrection(nn.Module):
         # Every view's index, kept where the transforms are: a step's indices are slices of it
         # (per_view.index_rows), not a blocking host copy.
         self.register_buffer("view_index", torch.arange(n_views), persistent=False)
-        self.register_buffer("luma_weights", torch.tensor(LUMA), persistent=False)  # the same, once a step
+        self.register_buffer("luma_weights", torch.tensor(LUMA), persistent=False)  # likewise: built once, not per step
 
     def matrices(self, ids: Tensor) -> tuple[Tensor, Tensor]:
         """[C] view indices -> ``[C, 3, 3]`` colour matrices and ``[C, 3]`` biases (not ``bilagrid``)."""

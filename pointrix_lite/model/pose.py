@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from .. import device_policy
 from .per_view import index_rows
 
 
@@ -56,8 +57,7 @@ class PoseCorrection(nn.Module):
     def forward(self, viewmats: Tensor, ids: Tensor) -> Tensor:
         """Corrected [C, 4, 4] world-to-camera matrices for ``viewmats [C, 4, 4]`` of views ``ids [C]``."""
         T = self.transforms(ids)
-        # non_blocking: the renderer's camera upload (renderer._to_device), not a wait for the GPU
-        return T @ viewmats.to(dtype=T.dtype).to(T.device, non_blocking=True)
+        return T @ device_policy.upload(viewmats, T.device, T.dtype)
 
     def ids(self, indices: Sequence[int]) -> Tensor:
         """``[C]`` view indices where the corrections are (``per_view.index_rows``: no host copy)."""

@@ -30,17 +30,10 @@ class RenderOutput(dict):
         raise KeyError(key)
 
 
-def _to_device(t: Tensor, device: torch.device, dtype: torch.dtype) -> Tensor:
-    """``t`` on ``device`` without waiting for the GPU: a blocking host-to-device copy synchronises
-    the stream, so the CPU could not queue the next step's kernels while this one's run. A small
-    pageable tensor is staged by the driver at once, so the host tensor may be freed after the call."""
-    return t.to(dtype=dtype).to(device, non_blocking=True)
-
-
 def _camera_matrices(cameras: Sequence[Any], device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
     """``viewmats [C,4,4]`` and ``Ks [C,3,3]`` of the cameras, on ``device`` in ``dtype``."""
-    viewmats = _to_device(torch.stack([torch.as_tensor(c.viewmat) for c in cameras]), device, dtype)
-    Ks = _to_device(torch.stack([torch.as_tensor(c.K) for c in cameras]), device, dtype)
+    viewmats = device_policy.upload(torch.stack([torch.as_tensor(c.viewmat) for c in cameras]), device, dtype)
+    Ks = device_policy.upload(torch.stack([torch.as_tensor(c.K) for c in cameras]), device, dtype)
     return viewmats, Ks
 
 
@@ -128,7 +121,7 @@ class GaussianRenderer:
         means = params["means"]
         device, dtype = means.device, means.dtype
         viewmats, Ks = _camera_matrices(cameras, device, dtype)
-        bg = _to_device(torch.as_tensor(background), device, dtype).reshape(1, 3).expand(len(cameras), 3)
+        bg = device_policy.upload(torch.as_tensor(background), device, dtype).reshape(1, 3).expand(len(cameras), 3)
         options = self.config.options(width, height, sh_degree=params["sh_degree"], render_mode="RGB+ED" if depth else "RGB")
         colors, alphas, meta = rasterize(
             means, params["quats"], params["scales"], params["opacities"], params["colors"], viewmats, Ks, bg,
