@@ -52,8 +52,9 @@ class DefaultTrainer(Evaluator):
        model on ``device``, the renderer and its ``prepare`` (the native CPU build)
     2. ``optimizer = model.create_optimizer(max_steps, batch_size=effective_batch_size)`` (the
        ``batch_size`` keyword only when more than one view per step, over all processes)
-    3. ``strategy = STRATEGIES.build(cfg.strategy, scene_extent=..., max_steps=...)`` and
-       ``strategy.check(model, optimizer)``, or ``None``
+    3. ``strategy = STRATEGIES.build(cfg.strategy, scene_extent=..., max_steps=...)``,
+       ``strategy.check(model, optimizer)``, ``bind_cameras`` (the training views') and
+       ``bind_renderer``, or ``None``
     4. ``writer = WriterGroup(WRITERS.build(w, exp_dir=exp_dir) ...)`` + ``write_config``
     5. hooks from ``cfg.hooks`` (resolved and checked when the config loaded), by priority
 
@@ -102,6 +103,9 @@ class DefaultTrainer(Evaluator):
             self.cfg.strategy, "strategy", scene_extent=self.dataset.scene_extent, max_steps=self.cfg.trainer.max_steps
         )
         strategy.check(self.model, self.optimizer)
+        bind_cameras = getattr(strategy, "bind_cameras", None)
+        if callable(bind_cameras):  # for strategy.min_views: the views a Gaussian must be seen by
+            bind_cameras([v.camera for v in self.dataset.train_views])
         bind = getattr(strategy, "bind_renderer", None)
         if callable(bind):
             try:

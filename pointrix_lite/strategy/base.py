@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +10,7 @@ import torch
 from torch import Tensor
 
 from ..config import OptionError
+from .visibility import Frusta, seen_by_too_few
 
 GSPLAT_DEFAULT_MAX_STEPS = 30_000  # the schedule gsplat's step counts were tuned for
 REQUIRED_PARAMS = ("means", "scales", "quats", "opacities")
@@ -31,9 +33,20 @@ class Strategy:
         # Use steps_scaler = max_steps / 30000, so a short run densifies over the same fraction
         # of training as a full 30k-step run.
         scale_steps_to_max_steps: bool = False
+        # At refinements, relocate (MCMC) or prune (DefaultStrategy) the Gaussians whose centre fewer
+        # than this many training views have in frame (visibility.py): floaters next to the cameras,
+        # which no training view constrains and test views look through. 0 = off.
+        min_views: int = 0
+        # Steps between two such tests (each projects every Gaussian into every training view: ~0.2 s at
+        # 200k Gaussians and 49 views on 2 cores); a test runs at the first refinement of each period.
+        min_views_every: int = 100
 
         def __post_init__(self) -> None:
             # Subclasses' Configs call this first, then check their own options.
+            if self.min_views < 0:
+                raise OptionError("min_views", f"must be >= 0 (0 = off), got {self.min_views}", "strategy")
+            if self.min_views_every < 1:
+                raise OptionError("min_views_every", f"must be >= 1, got {self.min_views_every}", "strategy")
             if self.scale_steps_to_max_steps and self.steps_scaler != 1.0:
                 raise OptionError(
                     "steps_scaler", "set either steps_scaler or scale_steps_to_max_steps, not both", "strategy"
@@ -52,6 +65,8 @@ class Strategy:
         self.last_stats: dict[str, int] = {}
         # The trainer's renderer, for strategies that render probe passes (error scores); see bind_renderer.
         self.renderer: Any = None
+        # The training cameras, for min_views; see bind_cameras.
+        self.frusta: Frusta | None = None
 
     @property
     def renders(self) -> bool:
@@ -91,6 +106,22 @@ class Strategy:
                 f"strategy.error_every needs a renderer with blend_weights(); {type(renderer).__name__} has none"
             )
         self.renderer = renderer
+
+    def bind_cameras(self, cameras: Sequence[Any]) -> None:
+        """Give the strategy the training views' cameras (called once after building; kept only when
+        ``min_views`` needs them). Without them the ``min_views`` test is off."""
+        self.frusta = Frusta.from_cameras(cameras) if self.config.min_views > 0 and cameras else None
+
+    def too_few_views(self, means: Tensor, step: int) -> Tensor | None:
+        """``[N]`` bool at a refinement ``step``: Gaussians fewer than ``min_views`` training views have
+        in frame; None when the test is off (see :func:`.visibility.seen_by_too_few`) or not due: it
+        runs at the refinement whose period (``refine_every``, as scaled) holds a multiple of
+        ``min_views_every``, a rule of the step alone, so a resumed run tests where a straight one does."""
+        every, period = self.config.min_views_every, getattr(self, "refine_every", 1)
+        if self.frusta is None or step // every == (step - period) // every:
+            return None
+        self.frusta = self.frusta.to(means.device)  # moved once, not copied to a GPU at every test
+        return seen_by_too_few(means, self.frusta, self.config.min_views)
 
     def scaled(self, steps: int, at_least_one: bool = False) -> int:
         """``int(steps * steps_scaler)`` as gsplat; periods are kept >= 1 (a 0 period would divide by zero)."""

@@ -115,7 +115,7 @@ class DefaultStrategy(Strategy):
         ):
             n_dupli, n_split = self._grow(model, optimizer, step)
             n_prune = self._prune(model, optimizer, step)
-            self.last_stats = {"duplicated": n_dupli, "split": n_split, "pruned": n_prune}
+            self.last_stats = {"duplicated": n_dupli, "split": n_split, "pruned": n_prune} | self.last_stats
             for value in self.state.values():
                 if value is not None:
                     value.zero_()
@@ -224,6 +224,10 @@ class DefaultStrategy(Strategy):
             is_prune |= is_too_big
         if cfg.prune_error > 0 and self.error_views > 0:
             is_prune |= normalised(self._error_score("err_loss")) > cfg.prune_error
+        unseen = self.too_few_views(params["means"], step)
+        if unseen is not None:
+            self.last_stats["unseen"] = int(unseen.sum())
+            is_prune |= unseen
         n_prune = int(is_prune.sum())
         if n_prune > 0:
             remove(params, optimizer, self.state, is_prune)

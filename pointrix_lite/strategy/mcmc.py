@@ -79,10 +79,8 @@ class MCMCStrategy(Strategy):
             self.error_views += accumulate_error_scores(self.state, self.renderer, model, render_out, self.config.high_error)
         if self.refine_start_iter < step < self.refine_stop_iter and step % self.refine_every == 0:
             weights = self._source_weights(params)
-            self.last_stats = {
-                "relocated": self._relocate(params, optimizer, weights),
-                "added": self._add(params, optimizer),
-            }
+            relocated = self._relocate(params, optimizer, weights, step)  # may note "unseen" in last_stats
+            self.last_stats = {"relocated": relocated, "added": self._add(params, optimizer)} | self.last_stats
             for value in self.state.values():
                 if value is not None:
                     value.zero_()
@@ -105,10 +103,14 @@ class MCMCStrategy(Strategy):
         return torch.sigmoid(params["opacities"].flatten()) * ((1.0 - lam) + lam * share + 1e-6)
 
     @torch.no_grad()
-    def _relocate(self, params: Any, optimizer: torch.optim.Optimizer, weights: Tensor | None) -> int:
+    def _relocate(self, params: Any, optimizer: torch.optim.Optimizer, weights: Tensor | None, step: int) -> int:
         dead = torch.sigmoid(params["opacities"].flatten()) <= self.config.min_opacity
         if self.config.relocate_error > 0 and self._error_ready():
             dead |= normalised(self.state["err_loss"]) > self.config.relocate_error
+        unseen = self.too_few_views(params["means"], step)
+        if unseen is not None:
+            self.last_stats["unseen"] = int(unseen.sum())
+            dead |= unseen
         n_dead = int(dead.sum())
         if n_dead > 0:
             relocate(params, optimizer, self.state, dead, self.binoms, self.config.min_opacity, weights)
