@@ -3,7 +3,7 @@ torch stand-ins for its five CUDA stages (gsplat_on_cpu.py), against the native 
 
 The stand-ins are checked against gsplat's torch twins where those exist (tile keys), the whole
 call against the native backend at test_native.py's tolerances (outputs, meta, every gradient,
-absgrad), and a 200-step demo run against the native run of the same config.
+absgrad), and a 100-step demo run against the native run of the same config.
 """
 
 from __future__ import annotations
@@ -204,15 +204,16 @@ class _no_context:
 
 def _train_demo(exp_dir: Path, *overrides: str) -> dict:
     cmd = [sys.executable, str(REPO / "scripts" / "train.py"), "--config", str(REPO / "configs" / "demo.yaml"),
-           "trainer.max_steps=200", "save_ckpt_after_iter=0", f"exp_dir={exp_dir}", *overrides]  # fmt: skip
+           "trainer.max_steps=100", "save_ckpt_after_iter=0", f"exp_dir={exp_dir}", *overrides]  # fmt: skip
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads((exp_dir / "metrics.json").read_text())
 
 
 @pytest.mark.slow
-def test_200_step_demo_through_gsplat_matches_native(tmp_path: Path) -> None:
-    """The trainer, densification and evaluation on gsplat's path (~2.5 min: torch compositing)."""
+def test_100_step_demo_through_gsplat_matches_native(tmp_path: Path) -> None:
+    """The trainer, densification (five refinements from step 50) and evaluation on gsplat's path
+    (~70 s: torch compositing; 200 steps took 140 s and tested nothing more)."""
     require_native()
     native = _train_demo(tmp_path / "native", "renderer.backend=native", "device=cpu")
     via_gsplat = _train_demo(tmp_path / "gsplat", "--plugin", str(PLUGIN), "renderer.backend=gsplat", "device=cpu")
@@ -220,7 +221,7 @@ def test_200_step_demo_through_gsplat_matches_native(tmp_path: Path) -> None:
     assert "backend: gsplat" in config
     assert via_gsplat["num_gaussians"] == native["num_gaussians"] > 3249  # densification ran the same
     assert abs(via_gsplat["mean"]["psnr"] - native["mean"]["psnr"]) <= 0.1, (via_gsplat["mean"], native["mean"])
-    assert via_gsplat["mean"]["psnr"] > 18.0  # the run trained (the untrained model is near 10 dB)
+    assert via_gsplat["mean"]["psnr"] > 16.0  # the run trained (18.2 dB; the untrained model is near 10 dB)
 
 
 # The strategies a short run grows with: the demo's, and colmap_cpu.yaml's MCMC with multi-view error
