@@ -37,7 +37,7 @@ class Strategy:
         # than this many training views have in frame (visibility.py): floaters next to the cameras,
         # which no training view constrains and test views look through. 0 = off.
         min_views: int = 0
-        # Steps between two such tests (each projects every Gaussian into every training view: ~0.2 s at
+        # Steps between two such tests (each projects every Gaussian into every training view: 0.15 s at
         # 200k Gaussians and 49 views on 2 cores); a test runs at the first refinement of each period.
         min_views_every: int = 100
 

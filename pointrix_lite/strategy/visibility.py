@@ -1,11 +1,11 @@
 """How many training views have each Gaussian in frame: the strategies' test for floaters no view can see.
 
-A Gaussian whose centre lies in front of one training camera only (or none) gets no multi-view
-constraint: a view that has it in frame sees it along one ray, at any depth. Densification and MCMC's
-noise put some there, next to the cameras, where they draw nothing any training view would notice;
-a test view between the training views then looks through them (the clutter scene's held-out view
-r_024 lost 7 dB to three such Gaussians 0.5 units in front of it; docs/model.md, "Floaters no
-training view sees"). ``Strategy.Config.min_views`` names the least number of views a Gaussian must
+A Gaussian whose centre lies in the frame of one training view only (or none) gets no multi-view
+constraint: a view that has it in frame sees it along one ray, at any depth. Some end up there, next
+to the cameras (grown, relocated or moved during training), where they draw nothing a training view
+would notice; a test view between the training views then looks through them (the clutter scene's
+held-out view r_024 lost 7 dB to three such Gaussians 0.5 units in front of it; docs/model.md,
+"Floaters in front of held-out views"). ``Strategy.Config.min_views`` names the least number of views a Gaussian must
 be in frame of; the strategies relocate (MCMC) or prune (the 3DGS rules) the others at refinements.
 """
 
