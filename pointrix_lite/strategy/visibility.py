@@ -40,10 +40,7 @@ class Frusta:
         """From :class:`~pointrix_lite.data.cameras.Camera` objects (pinhole, OpenCV axes), on the CPU."""
         if not cameras:
             raise ValueError("no training cameras to test Gaussians against")
-        rows = []
-        for c in cameras:
-            K = torch.tensor([[c.fx, 0.0, c.cx], [0.0, c.fy, c.cy], [0.0, 0.0, 1.0]], dtype=torch.float64)
-            rows.append(K @ torch.as_tensor(c.viewmat, dtype=torch.float64)[:3])  # [3, 4]
+        rows = [c.K.double() @ torch.as_tensor(c.viewmat, dtype=torch.float64)[:3] for c in cameras]  # [3, 4] each
         projection = torch.cat(rows).T.contiguous().float()  # [4, 3V]
         size = torch.tensor([[c.width, c.height] for c in cameras], dtype=torch.float32)
         return cls(projection, size)
