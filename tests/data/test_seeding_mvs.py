@@ -105,3 +105,29 @@ def test_options_are_checked():
         from_dict(SeedingConfig, {"mvs": True, "mvs_depths": 1}, "model.seeding")
     with pytest.raises(ConfigError, match=r"^model\.seeding\.sky_radius"):
         from_dict(SeedingConfig, {"sky": 10, "sky_radius": 0.5}, "model.seeding")
+
+
+def test_far_depths_are_merged_in_voxels_of_their_own_footprint():
+    """A far surface's depths (each covering 4 median footprints) land one per median-sized voxel; merged
+    in voxels of their own size they reach ``MIN_HITS`` and seed it. Near depths keep the median grid."""
+    from pointrix_lite.data.seeding import fusion
+
+    g = torch.Generator().manual_seed(0)
+    f = 0.01  # the median footprint: most depths are near
+    near = torch.rand(6000, 3, generator=g, dtype=torch.float64) * torch.tensor([0.2, 0.2, 0.0])
+    far = torch.rand(900, 3, generator=g, dtype=torch.float64) * torch.tensor([0.96, 0.96, 0.0])
+    far[:, 2] = 5.0
+    xyz = torch.cat([near, far])
+    footprint = torch.cat([torch.full((6000,), f), torch.full((900,), 4 * f)]).double()
+    cloud = PointCloud(torch.tensor([[50.0, 50.0, 50.0]]), torch.zeros(1, 3))
+    out = fusion._thin(xyz, torch.rand(len(xyz), 3, generator=g, dtype=torch.float64), footprint, cloud, 0, 0)
+    out_far = out.xyz[out.xyz[:, 2] > 1]
+    # One median-sized voxel per far depth on average (900 depths over 96 x 96 cells): almost none reach 3.
+    cells = torch.unique(torch.floor(far / f).long(), dim=0, return_counts=True)[1]
+    assert int((cells >= fusion.MIN_HITS).sum()) < 10
+    # In 4f voxels: 24 x 24 cells, ~1.6 depths each, Poisson: about a fifth reach 3.
+    big = torch.unique(torch.floor(far / (4 * f)).long(), dim=0, return_counts=True)[1]
+    assert len(out_far) == int((big >= fusion.MIN_HITS).sum()) > 50
+    # The near patch: exactly the median grid's voxels with 3 or more depths.
+    cells, counts = torch.unique(torch.floor(near / f).long(), dim=0, return_counts=True)
+    assert int((out.xyz[:, 2] < 1).sum()) == int((counts >= fusion.MIN_HITS).sum())

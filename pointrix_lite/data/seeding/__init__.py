@@ -49,6 +49,8 @@ class SeedingConfig:
     mvs_depths: int = 64  # depth planes, uniform in inverse depth between the cloud's near and far
     mvs_neighbours: int = 4  # views each depth map is matched against
     mvs_max_points: int = 100_000  # at most this many points added (uniform subsample)
+    # also test every pixel on the planes holding a large share of the cloud (a floor SfM saw near the centre)
+    mvs_planes: bool = True
     sky: int = 0  # Gaussians on a far shell (0 = none)
     sky_radius: float = 10.0  # shell radius in units of the scene extent
     # shell directions kept where the views see no cloud and agree on the colour this well (1: all seen)

@@ -4,8 +4,10 @@ A depth is kept only where the neighbours' own depth maps agree with it (COLMAP'
 point, seen from a neighbour at that neighbour's depth and brought back, lands within ``REPROJ_PX`` of
 its pixel at a depth within ``REL_DEPTH``): one view's sweep is fooled by repeated texture or an
 occlusion, two views rarely in the same way. The kept points are merged into one per voxel of about one
-reduced pixel's footprint (a surface seen by many views is not seeded many times over) where at least
-``MIN_HITS`` fall, and voxels next to a cloud point are left to it.
+reduced pixel's footprint at their depth (a surface seen by many views is not seeded many times over)
+where at least ``MIN_HITS`` fall, and voxels next to a cloud point are left to it. Where the sweep has
+no confirmed depth, a depth on one of the cloud's dominant planes (:mod:`.planes`) is taken instead when
+the neighbours' images and depths agree with it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from torch import Tensor
 
 from ...progress import phase
 from ..pointcloud import PointCloud
+from .planes import dominant_planes, plane_depths
 from .plane_sweep import SweepView, choose_neighbours, depth_map, sweep_view, visible
 
 REPROJ_PX = 1.0  # px of the reduced views
@@ -29,6 +32,12 @@ MIN_AGREE = 2  # neighbours whose depth maps must agree (fewer when a view has f
 # each of them; a stray depth lands alone. On the clutter scene 94% of the points so kept lie within
 # 0.05 of a true surface (as many as of SfM's own), against 81% keeping every voxel (docs/model.md).
 MIN_HITS = 3
+# Share of the cloud's surface normals along its three dominant directions above which planes are
+# looked for along them (``mvs_planes``; the rooms measured: 0.73).
+MIN_ALIGNED = 0.3
+# The dominant planes' depths are tested this far beyond the sweep's far bound (the cloud's 99th
+# percentile x 1.25): a floor's far part is what the cloud lacks.
+PLANE_FAR = 4.0
 
 
 def _back_project(view: SweepView, depth: Tensor) -> Tensor:
@@ -56,6 +65,24 @@ def _agreement(ref: SweepView, depth: Tensor, xyz: Tensor, other: SweepView, oth
     ok = inside & (d_other > 0) & (d_ref > 0)
     ok &= ((u2 - pu) ** 2 + (v2 - pv) ** 2 < REPROJ_PX**2) & ((z2 - d_ref).abs() < REL_DEPTH * d_ref)
     return ok.reshape(h, w)
+
+
+def _dominant_axes(xyz: Tensor) -> Tensor:
+    """[3, 3] rows: the directions most of the cloud's surface normals lie along (its Manhattan frame,
+    ``data/orientation.py``), or [0, 3] when fewer than ``MIN_ALIGNED`` of them do (no dominant planes)."""
+    from ..orientation import manhattan_rotation
+
+    R, share = manhattan_rotation(xyz)
+    return torch.from_numpy(R).float() if share >= MIN_ALIGNED else torch.zeros(0, 3)
+
+
+def _confirmed(r: int, views: list[SweepView], maps: list[Tensor], neighbours: list[int]) -> tuple[Tensor, Tensor]:
+    """``views[r]``'s points at its depths ``maps[r]`` ([H * W, 3]) and which of them [H * W] enough of its
+    ``neighbours``' depth maps confirm (module docstring)."""
+    depth = maps[r]
+    xyz = _back_project(views[r], depth)
+    agree = sum(_agreement(views[r], depth, xyz, views[n], maps[n]).int() for n in neighbours)
+    return xyz, ((depth > 0) & (agree >= min(MIN_AGREE, len(neighbours)))).reshape(-1)
 
 
 def _depth_range(view: SweepView, xyz: Tensor) -> tuple[float, float] | None:
@@ -86,51 +113,71 @@ def mvs_points(
         if len(xyz) > 5_000:  # neighbour choice needs the cloud's shape, not every point
             xyz = xyz[torch.randperm(len(xyz), generator=torch.Generator().manual_seed(seed))[:5_000]]
         neighbours = choose_neighbours(views, xyz, cfg.mvs_neighbours)
-        depths = []
+        planes = dominant_planes(xyz, _dominant_axes(xyz)) if cfg.mvs_planes else []
+        depths, on_planes = [], []
         for view, near_ones in zip(views, neighbours):
             rng = _depth_range(view, xyz)
             _, h, w = view.image.shape
             if rng is None or not near_ones:
                 depths.append(torch.zeros(h, w))
+                on_planes.append(torch.zeros(h, w))
             else:
-                depths.append(depth_map(view, [views[n] for n in near_ones], *rng, cfg.mvs_depths))
+                sources = [views[n] for n in near_ones]
+                depths.append(depth_map(view, sources, *rng, cfg.mvs_depths))
+                on_plane = plane_depths(view, sources, planes, rng[0], PLANE_FAR * rng[1]) if planes else None
+                on_planes.append(torch.zeros(h, w) if on_plane is None else on_plane)
             advance()
         points, colours, footprints = [], [], []
-        for r, (view, depth) in enumerate(zip(views, depths)):
+        for r, view in enumerate(views):
             if not neighbours[r]:
                 continue
-            xyz_r = _back_project(view, depth)
-            agree = sum(_agreement(view, depth, xyz_r, views[n], depths[n]).int() for n in neighbours[r])
-            keep = ((depth > 0) & (agree >= min(MIN_AGREE, len(neighbours[r])))).reshape(-1)
-            points.append(xyz_r[keep])
-            colours.append(view.image.reshape(3, -1).T[keep])
-            footprints.append(depth.reshape(-1)[keep] / float(view.K[0, 0]))  # one reduced pixel, world units
+            # The sweep's confirmed depths first; a dominant plane only where the sweep has none (its
+            # unconfirmed depths on a far floor are mostly wrong ones that matched better).
+            xyz_r, keep = _confirmed(r, views, depths, neighbours[r])
+            xyz_p, keep_p = xyz_r, torch.zeros_like(keep)
+            if planes:
+                xyz_p, keep_p = _confirmed(r, views, on_planes, neighbours[r])
+                keep_p &= ~keep
+            for pts, kept, depth in ((xyz_r, keep, depths[r]), (xyz_p, keep_p, on_planes[r])):
+                points.append(pts[kept])
+                colours.append(view.image.reshape(3, -1).T[kept])
+                footprints.append(depth.reshape(-1)[kept] / float(view.K[0, 0]))  # one reduced pixel, world units
         if not points:
             return PointCloud(torch.zeros(0, 3), torch.zeros(0, 3))
         found = torch.cat(points)
         added = _thin(found, torch.cat(colours), torch.cat(footprints), cloud, cfg.mvs_max_points, seed)
     say(
-        f"seeding: plane sweep of {len(views)} views at {views[0].image.shape[2]}x{views[0].image.shape[1]}: "
+        f"seeding: plane sweep of {len(views)} views at {views[0].image.shape[2]}x{views[0].image.shape[1]} "
+        f"and on {len(planes)} dominant plane(s): "
         f"{len(found):,} consistent depths, {len(added):,} points added where the cloud has none"
     )
     return added
 
 
 def _thin(xyz: Tensor, rgb: Tensor, footprint: Tensor, cloud: PointCloud, max_points: int, seed: int) -> PointCloud:
-    """The mean point and colour of each voxel (side: the median footprint) that ``MIN_HITS`` depths
-    reach, none within a voxel's diagonal of a cloud point, at most ``max_points`` (0: all; uniformly
-    chosen)."""
+    """The mean point and colour of each voxel that ``MIN_HITS`` depths reach, none within a voxel's
+    diagonal of a cloud point, at most ``max_points`` (0: all; uniformly chosen).
+
+    Voxels are sized to the depths' footprints: the median one-pixel footprint, doubled once for each
+    doubling of a depth's own footprint beyond it (rounded in log2; a grid per size). With one size for
+    all, a far surface, whose every depth covers several voxels, spread its hits one per voxel and was
+    never seeded (the clutter scene's floor beyond the camera ring: 12,580 consistent depths, 5 points)."""
     if len(xyz) == 0:
         return PointCloud(torch.zeros(0, 3), torch.zeros(0, 3))
-    voxel = float(footprint.median())
-    _, inverse, counts = torch.unique(torch.floor(xyz / voxel).long(), dim=0, return_inverse=True, return_counts=True)
+    base = float(footprint.median())
+    level = torch.log2(footprint / base).round().clamp(min=0).long()  # [M]: 0 up to ~1.41x the median
+    side = (base * torch.pow(2.0, level.double())).to(xyz.dtype)  # [M]; level 0 divides as one scalar did
+    cells = torch.cat([level[:, None], torch.floor(xyz / side[:, None]).long()], dim=1)
+    _, inverse, counts = torch.unique(cells, dim=0, return_inverse=True, return_counts=True)
 
     def mean(x: Tensor) -> Tensor:
-        return torch.zeros(len(counts), 3, dtype=x.dtype).index_add_(0, inverse, x) / counts[:, None]
+        return torch.zeros(len(counts), x.shape[1], dtype=x.dtype).index_add_(0, inverse, x) / counts[:, None]
 
     solid = counts >= MIN_HITS
+    voxel = torch.zeros(len(counts), dtype=torch.float64).scatter_(0, inverse, side.double())[solid]  # one size a voxel
     xyz, rgb = mean(xyz)[solid], mean(rgb)[solid]
-    near_cloud = torch.from_numpy(cKDTree(cloud.xyz.numpy()).query(xyz.numpy(), k=1)[0] < voxel * math.sqrt(3))
+    gap = torch.from_numpy(cKDTree(cloud.xyz.numpy()).query(xyz.numpy(), k=1)[0])
+    near_cloud = gap < voxel * math.sqrt(3)
     xyz, rgb = xyz[~near_cloud], rgb[~near_cloud]
     if 0 < max_points < len(xyz):
         keep = torch.randperm(len(xyz), generator=torch.Generator().manual_seed(seed))[:max_points].sort().values

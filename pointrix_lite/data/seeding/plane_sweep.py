@@ -146,30 +146,11 @@ def _ncc_cost(ref: Tensor, mr: Tensor, var_r: Tensor, warped: Tensor) -> Tensor:
 def depth_map(ref: SweepView, sources: list[SweepView], near: float, far: float, planes: int) -> Tensor:
     """[H, W] depth of ``ref`` along its optical axis (0 where there is none), swept against ``sources``."""
     _, h, w = ref.image.shape
-    inv = torch.linspace(1.0 / near, 1.0 / far, planes)
-    depths = 1.0 / inv
-    rays = ref.rays()
     image = ref.image[None]
     mr, var_r = _box(image.mean(1, keepdim=True)), _patch_var(image)
-    costs = []
-    for src in sources:
-        R_rel = src.R @ ref.R.T
-        t_rel = src.t - R_rel @ ref.t
-        # A plane's pixel lands at K_s (d R_rel ray + t_rel): per pixel a line in d, two divisions per plane.
-        KA, Kt = rays @ R_rel.T @ src.K.T, src.K @ t_rel  # [P, 3], [3]
-        z = depths[:, None] * KA[:, 2] + Kt[2]  # [D, P]
-        zs = z.clamp_min(1e-9)
-        _, hs, ws = src.image.shape
-        gx = (depths[:, None] * KA[:, 0] + Kt[0]) / zs * (2.0 / ws) - 1
-        gy = (depths[:, None] * KA[:, 1] + Kt[1]) / zs * (2.0 / hs) - 1
-        inside = (z > 1e-6) & (gx.abs() < 1) & (gy.abs() < 1)
-        grid = torch.stack([gx, gy], -1).reshape(1, planes * h, w, 2)
-        warped = F.grid_sample(src.image[None], grid, align_corners=False)  # [1, 3, D * H, W]
-        warped = warped.reshape(3, planes, h, w).transpose(0, 1)
-        costs.append(_ncc_cost(image, mr, var_r, warped).masked_fill_(~inside.reshape(planes, h, w), float("inf")))
-    stacked = torch.stack(costs).sort(0).values  # [S, D, H, W], best neighbour first
-    best_half = stacked[: (len(sources) + 1) // 2]
-    agg = torch.where(torch.isfinite(best_half), best_half, torch.full_like(best_half, 2.0)).mean(0)  # [D, H, W]
+    inv = torch.linspace(1.0 / near, 1.0 / far, planes)
+    depths = (1.0 / inv)[:, None].expand(planes, h * w)
+    agg = _cost_volume(ref, sources, ref.rays(), depths, torch.ones_like(depths, dtype=torch.bool), mr, var_r)
     cost, k = agg.min(0)
     # Parabola through the best plane and its neighbours, in plane index (inverse depth is linear in it).
     kk = k.clamp(1, planes - 2)
@@ -181,3 +162,32 @@ def depth_map(ref: SweepView, sources: list[SweepView], near: float, far: float,
     textured = var_r[0, 0] > MIN_STD**2
     good = (cost < MAX_COST) & (k > 0) & (k < planes - 1) & textured & ref.valid
     return torch.where(good, depth, torch.zeros_like(depth))
+
+
+def _cost_volume(
+    ref: SweepView, sources: list[SweepView], rays: Tensor, depths: Tensor, usable: Tensor, mr: Tensor, var_r: Tensor
+) -> Tensor:
+    """[D, H, W] matching cost of ``ref``'s pixels at ``depths [D, H * W]`` (``usable`` [D, H * W]):
+    the mean of the best half of ``sources``' 1 - NCC, 2 where no source sees the point."""
+    _, h, w = ref.image.shape
+    planes = len(depths)
+    image = ref.image[None]
+    costs = []
+    for src in sources:
+        R_rel = src.R @ ref.R.T
+        t_rel = src.t - R_rel @ ref.t
+        # A pixel at depth d lands at K_s (d R_rel ray + t_rel): per pixel a line in d, two divisions per plane.
+        KA, Kt = rays @ R_rel.T @ src.K.T, src.K @ t_rel  # [P, 3], [3]
+        z = depths * KA[:, 2] + Kt[2]  # [D, P]
+        zs = z.clamp_min(1e-9)
+        _, hs, ws = src.image.shape
+        gx = (depths * KA[:, 0] + Kt[0]) / zs * (2.0 / ws) - 1
+        gy = (depths * KA[:, 1] + Kt[1]) / zs * (2.0 / hs) - 1
+        inside = usable & (z > 1e-6) & (gx.abs() < 1) & (gy.abs() < 1)
+        grid = torch.stack([gx, gy], -1).reshape(1, planes * h, w, 2)
+        warped = F.grid_sample(src.image[None], grid, align_corners=False)  # [1, 3, D * H, W]
+        warped = warped.reshape(3, planes, h, w).transpose(0, 1)
+        costs.append(_ncc_cost(image, mr, var_r, warped).masked_fill_(~inside.reshape(planes, h, w), float("inf")))
+    stacked = torch.stack(costs).sort(0).values  # [S, D, H, W], best neighbour first
+    best_half = stacked[: (len(sources) + 1) // 2]
+    return torch.where(torch.isfinite(best_half), best_half, torch.full_like(best_half, 2.0)).mean(0)
