@@ -160,8 +160,9 @@ def _thin(xyz: Tensor, rgb: Tensor, footprint: Tensor, cloud: PointCloud, max_po
 
     Voxels are sized to the depths' footprints: the median one-pixel footprint, doubled once for each
     doubling of a depth's own footprint beyond it (rounded in log2; a grid per size). With one size for
-    all, a far surface, whose every depth covers several voxels, spread its hits one per voxel and was
-    never seeded (the clutter scene's floor beyond the camera ring: 12,580 consistent depths, 5 points)."""
+    all, a far surface, whose every depth covers several voxels, spreads its hits one per voxel and is
+    hardly seeded (the clutter scene's floor beyond 2 units of the centre: ~20,000 plane depths gave 156
+    points on one grid, 842 on these)."""
     if len(xyz) == 0:
         return PointCloud(torch.zeros(0, 3), torch.zeros(0, 3))
     base = float(footprint.median())
