@@ -120,7 +120,8 @@ def test_far_depths_are_merged_in_voxels_of_their_own_footprint():
     xyz = torch.cat([near, far])
     footprint = torch.cat([torch.full((6000,), f), torch.full((900,), 4 * f)]).double()
     cloud = PointCloud(torch.tensor([[50.0, 50.0, 50.0]]), torch.zeros(1, 3))
-    out = fusion._thin(xyz, torch.rand(len(xyz), 3, generator=g, dtype=torch.float64), footprint, cloud, 0, 0)
+    rgb = torch.rand(len(xyz), 3, generator=g, dtype=torch.float64)
+    out = fusion._thin(xyz, rgb, footprint, torch.ones(len(xyz)), cloud, 0, 0)
     out_far = out.xyz[out.xyz[:, 2] > 1]
     # One median-sized voxel per far depth on average (900 depths over 96 x 96 cells): almost none reach 3.
     cells = torch.unique(torch.floor(far / f).long(), dim=0, return_counts=True)[1]
@@ -131,3 +132,6 @@ def test_far_depths_are_merged_in_voxels_of_their_own_footprint():
     # The near patch: exactly the median grid's voxels with 3 or more depths.
     cells, counts = torch.unique(torch.floor(near / f).long(), dim=0, return_counts=True)
     assert int((out.xyz[:, 2] < 1).sum()) == int((counts >= fusion.MIN_HITS).sum())
+    # Depths on a dominant plane count 1.5 (confirmed twice already): two of them make a voxel.
+    plane = fusion._thin(far, rgb[6000:], footprint[6000:], torch.full((900,), fusion.PLANE_HIT), cloud, 0, 0)
+    assert len(plane) == int((big >= 2).sum()) > len(out_far)
