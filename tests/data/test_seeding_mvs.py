@@ -121,7 +121,7 @@ def test_far_depths_are_merged_in_voxels_of_their_own_footprint():
     footprint = torch.cat([torch.full((6000,), f), torch.full((900,), 4 * f)]).double()
     cloud = PointCloud(torch.tensor([[50.0, 50.0, 50.0]]), torch.zeros(1, 3))
     rgb = torch.rand(len(xyz), 3, generator=g, dtype=torch.float64)
-    out = fusion._thin(xyz, rgb, footprint, torch.ones(len(xyz)), cloud, 0, 0)
+    out = fusion._thin(xyz, rgb, footprint, torch.ones(len(xyz)), torch.ones(len(xyz), dtype=torch.bool), cloud, 0, 0)
     out_far = out.xyz[out.xyz[:, 2] > 1]
     # One median-sized voxel per far depth on average (900 depths over 96 x 96 cells): almost none reach 3.
     cells = torch.unique(torch.floor(far / f).long(), dim=0, return_counts=True)[1]
@@ -133,5 +133,30 @@ def test_far_depths_are_merged_in_voxels_of_their_own_footprint():
     cells, counts = torch.unique(torch.floor(near / f).long(), dim=0, return_counts=True)
     assert int((out.xyz[:, 2] < 1).sum()) == int((counts >= fusion.MIN_HITS).sum())
     # Depths on a dominant plane count 1.5 (confirmed twice already): two of them make a voxel.
-    plane = fusion._thin(far, rgb[6000:], footprint[6000:], torch.full((900,), fusion.PLANE_HIT), cloud, 0, 0)
+    on_plane = torch.zeros(900, dtype=torch.bool)
+    plane = fusion._thin(far, rgb[6000:], footprint[6000:], torch.full((900,), fusion.PLANE_HIT), on_plane, cloud, 0, 0)
     assert len(plane) == int((big >= 2).sum()) > len(out_far)
+
+
+def test_the_point_budget_goes_to_the_sweeps_voxels_first():
+    """Over ``mvs_max_points``, voxels holding a sweep depth are all kept and the planes' fill the rest: a
+    floor seeded densely by a plane must not crowd out the few points a pole got from the sweep."""
+    from pointrix_lite.data.seeding import fusion
+
+    g = torch.Generator().manual_seed(0)
+    f = 0.01
+    cells = torch.stack(torch.meshgrid(torch.arange(40.0), torch.arange(40.0), indexing="ij"), -1).reshape(-1, 2)
+    xyz = torch.cat([(cells + 0.5) * f, torch.zeros(1600, 1)], 1).double().repeat_interleave(3, 0)  # 3 depths a voxel
+    swept = torch.zeros(len(cells), dtype=torch.bool)
+    swept[torch.randperm(len(cells), generator=g)[:100]] = True  # 100 voxels the sweep saw, 1,500 only a plane
+    swept = swept.repeat_interleave(3)
+    cloud = PointCloud(torch.tensor([[50.0, 50.0, 50.0]]), torch.zeros(1, 3))
+    rgb = torch.rand(len(xyz), 3, generator=g, dtype=torch.float64)
+    footprint = torch.full((len(xyz),), f, dtype=torch.float64)
+    out = fusion._thin(xyz, rgb, footprint, torch.ones(len(xyz)), swept, cloud, 300, 0)
+    assert len(out) == 300
+    kept = {tuple(c) for c in torch.floor(out.xyz.double() / f).long()[:, :2].tolist()}
+    wanted = {tuple(c) for c in torch.floor(xyz[swept] / f).long()[:, :2].tolist()}
+    assert len(wanted) == 100 and wanted <= kept
+    # Under the budget nothing is dropped, with or without sweep depths.
+    assert len(fusion._thin(xyz, rgb, footprint, torch.ones(len(xyz)), swept, cloud, 0, 0)) == 1600

@@ -92,3 +92,20 @@ def test_planes_seed_the_table_beyond_the_cloud(demo):
     # (this scene's cameras see the table at 30-40 deg, where the fronto-parallel sweep works already).
     assert ring[True][1] > 1.5 * max(ring[False][1], 100), ring
     assert ring[True][1] > 0.9 * ring[True][0], ring  # what lands out there lies on the table
+
+
+def test_plane_depths_stop_at_the_clouds_walls():
+    """A floor's plane reaches past the room's walls, where its depths match at the foot of a wall: only
+    points within the cloud's extent along its axes (1% margin) are kept, in any frame."""
+    from pointrix_lite.data.seeding.fusion import _extent, _inside
+
+    g = torch.Generator().manual_seed(0)
+    floor = (torch.rand(4000, 3, generator=g) * 12 - 6) * torch.tensor([1.0, 1.0, 0.0])
+    wall = torch.rand(1000, 3, generator=g) * torch.tensor([0.0, 12.0, 3.0]) + torch.tensor([6.0, -6.0, 0.0])
+    turned = torch.linalg.qr(torch.randn(3, 3, generator=g)).Q
+    cloud = torch.cat([floor, wall]) @ turned
+    axes = torch.eye(3) @ turned
+    lo, hi = _extent(cloud, axes)
+    probe = torch.tensor([[5.9, 0.0, 0.0], [-5.9, 5.9, 0.0], [6.3, 0.0, 0.0], [0.0, -6.5, 0.0], [0.0, 0.0, -0.5]])
+    assert _inside(probe @ turned, axes, lo, hi).tolist() == [True, True, False, False, False]
+    assert _inside(probe, torch.zeros(0, 3), *_extent(probe, torch.zeros(0, 3))).all()  # no axes, no box

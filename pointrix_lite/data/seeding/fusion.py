@@ -6,8 +6,9 @@ its pixel at a depth within ``REL_DEPTH``): one view's sweep is fooled by repeat
 occlusion, two views rarely in the same way. The kept points are merged into one per voxel of about one
 reduced pixel's footprint at their depth (a surface seen by many views is not seeded many times over)
 where at least ``MIN_HITS`` fall, and voxels next to a cloud point are left to it. Where the sweep has
-no confirmed depth, a depth on one of the cloud's dominant planes (:mod:`.planes`) is taken instead when
-the neighbours' images and depths agree with it.
+no confirmed depth, a depth on one of the cloud's dominant planes (:mod:`.planes`, tested at
+``PLANE_SCALE`` times the sweep's size) is taken instead when the neighbours' images and depths agree
+with it and it lies within the cloud's extent along the planes' axes.
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ MIN_ALIGNED = 0.3
 # The dominant planes' depths are tested this far beyond the sweep's far bound (the cloud's 99th
 # percentile x 1.25): a floor's far part is what the cloud lacks.
 PLANE_FAR = 4.0
+# The plane test runs at this many times the sweep's size: far down a floor its texture is at the pixel
+# scale of the sweep's views, and two neighbours confirm a right plane depth there for 10% of the pixels
+# at 160x120, 29% at 320x240 (the clutter scene's floor beyond 3 units of its centre). It is one depth
+# per plane, so 4x the pixels costs little against the sweep's 64.
+PLANE_SCALE = 2
+BOX_MARGIN = 0.01  # plane depths are kept within the cloud's extent along its axes, widened by this share
 
 
 def _back_project(view: SweepView, depth: Tensor) -> Tensor:
@@ -78,6 +85,31 @@ def _dominant_axes(xyz: Tensor) -> Tensor:
 
     R, share = manhattan_rotation(xyz)
     return torch.from_numpy(R).float() if share >= MIN_ALIGNED else torch.zeros(0, 3)
+
+
+def _resized(mask: Tensor, view: SweepView, other: SweepView) -> Tensor:
+    """[H' * W'] bool: ``mask [H * W]`` over ``view``'s pixels, read at ``other``'s (the same camera at
+    another size; nearest pixel)."""
+    _, h, w = view.image.shape
+    size = other.image.shape[1:]
+    return torch.nn.functional.interpolate(mask.reshape(1, 1, h, w).float(), size=size, mode="nearest").reshape(-1) > 0
+
+
+def _extent(xyz: Tensor, axes: Tensor) -> tuple[Tensor, Tensor]:
+    """([A], [A]): the cloud's ``xyz [M, 3]`` 0.1st and 99.9th percentiles along ``axes [A, 3]``."""
+    if len(axes) == 0:
+        return torch.zeros(0), torch.zeros(0)
+    lo, hi = torch.quantile(xyz @ axes.T, torch.tensor([0.001, 0.999]), dim=0)
+    return lo, hi
+
+
+def _inside(xyz: Tensor, axes: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
+    """[M] bool: ``xyz [M, 3]`` within the box ``lo``..``hi`` along ``axes`` (:func:`_extent`), widened by
+    ``BOX_MARGIN`` of its size. A plane's depth beyond the cloud's walls matched there at the foot of the
+    wall (the clutter scene's floor: 13,639 points beyond its walls without this test)."""
+    pad = BOX_MARGIN * (hi - lo)
+    c = xyz @ axes.T
+    return ((c >= lo - pad) & (c <= hi + pad)).all(1)
 
 
 def _confirmed(r: int, views: list[SweepView], maps: list[Tensor], neighbours: list[int]) -> tuple[Tensor, Tensor]:
@@ -117,40 +149,51 @@ def mvs_points(
         if len(xyz) > 5_000:  # neighbour choice needs the cloud's shape, not every point
             xyz = xyz[torch.randperm(len(xyz), generator=torch.Generator().manual_seed(seed))[:5_000]]
         neighbours = choose_neighbours(views, xyz, cfg.mvs_neighbours)
-        planes = dominant_planes(xyz, _dominant_axes(xyz)) if cfg.mvs_planes else []
+        axes = _dominant_axes(xyz) if cfg.mvs_planes else torch.zeros(0, 3)
+        planes = dominant_planes(xyz, axes)
+        box = _extent(xyz, axes)
+        plane_views = [sweep_view(v, PLANE_SCALE * cfg.mvs_size) for v in train_views] if planes else []
         depths, on_planes = [], []
-        for view, near_ones in zip(views, neighbours):
+        for r, (view, near_ones) in enumerate(zip(views, neighbours)):
             rng = _depth_range(view, xyz)
             _, h, w = view.image.shape
             if rng is None or not near_ones:
                 depths.append(torch.zeros(h, w))
-                on_planes.append(torch.zeros(h, w))
+                if planes:
+                    on_planes.append(torch.zeros(plane_views[r].image.shape[1:]))
             else:
                 sources = [views[n] for n in near_ones]
                 depths.append(depth_map(view, sources, *rng, cfg.mvs_depths))
-                on_plane = plane_depths(view, sources, planes, rng[0], PLANE_FAR * rng[1]) if planes else None
-                on_planes.append(torch.zeros(h, w) if on_plane is None else on_plane)
+                if planes:
+                    plane_sources = [plane_views[n] for n in near_ones]
+                    on_planes.append(plane_depths(plane_views[r], plane_sources, planes, rng[0], PLANE_FAR * rng[1]))
             advance()
-        points, colours, footprints, hits = [], [], [], []
+        points, colours, footprints, hits, swept = [], [], [], [], []
         for r, view in enumerate(views):
             if not neighbours[r]:
                 continue
             # The sweep's confirmed depths first; a dominant plane only where the sweep has none (its
             # unconfirmed depths on a far floor are mostly wrong ones that matched better).
             xyz_r, keep = _confirmed(r, views, depths, neighbours[r])
-            xyz_p, keep_p = xyz_r, torch.zeros_like(keep)
+            found_r = [(view.image, xyz_r, keep, depths[r], 1.0, True)]
             if planes:
-                xyz_p, keep_p = _confirmed(r, views, on_planes, neighbours[r])
-                keep_p &= ~keep
-            for pts, kept, depth, hit in ((xyz_r, keep, depths[r], 1.0), (xyz_p, keep_p, on_planes[r], PLANE_HIT)):
+                plane_view = plane_views[r]
+                xyz_p, keep_p = _confirmed(r, plane_views, on_planes, neighbours[r])
+                keep_p &= ~_resized(keep, views[r], plane_view) & _inside(xyz_p, axes, *box)
+                found_r.append((plane_view.image, xyz_p, keep_p, on_planes[r], PLANE_HIT, False))
+            for image, pts, kept, depth, hit, from_sweep in found_r:
                 points.append(pts[kept])
                 hits.append(torch.full((int(kept.sum()),), hit, dtype=torch.float64))
-                colours.append(view.image.reshape(3, -1).T[kept])
-                footprints.append(depth.reshape(-1)[kept] / float(view.K[0, 0]))  # one reduced pixel, world units
+                swept.append(torch.full((int(kept.sum()),), from_sweep))
+                colours.append(image.reshape(3, -1).T[kept])
+                # One pixel of the sweep's views in world units at the depth, for the plane's finer depths
+                # too: their voxels keep the sweep's density, and collect PLANE_SCALE^2 times the hits.
+                footprints.append(depth.reshape(-1)[kept] / float(view.K[0, 0]))
         if not points:
             return PointCloud(torch.zeros(0, 3), torch.zeros(0, 3))
         found = torch.cat(points)
-        added = _thin(found, torch.cat(colours), torch.cat(footprints), torch.cat(hits), cloud, cfg.mvs_max_points, seed)
+        added = _thin(found, torch.cat(colours), torch.cat(footprints), torch.cat(hits), torch.cat(swept), cloud,
+                      cfg.mvs_max_points, seed)  # fmt: skip
     say(
         f"seeding: plane sweep of {len(views)} views at {views[0].image.shape[2]}x{views[0].image.shape[1]} "
         f"and on {len(planes)} dominant plane(s): "
@@ -160,11 +203,18 @@ def mvs_points(
 
 
 def _thin(
-    xyz: Tensor, rgb: Tensor, footprint: Tensor, hits: Tensor, cloud: PointCloud, max_points: int, seed: int
+    xyz: Tensor,
+    rgb: Tensor,
+    footprint: Tensor,
+    hits: Tensor,
+    swept: Tensor,
+    cloud: PointCloud,
+    max_points: int,
+    seed: int,
 ) -> PointCloud:
     """The mean point and colour of each voxel whose depths' ``hits`` (1 each, ``PLANE_HIT`` on a plane)
-    add up to ``MIN_HITS``, none within a voxel's
-    diagonal of a cloud point, at most ``max_points`` (0: all; uniformly chosen).
+    add up to ``MIN_HITS``, none within a voxel's diagonal of a cloud point, at most ``max_points`` (0:
+    all; uniformly chosen, voxels holding a sweep depth, ``swept [M]``, first).
 
     Voxels are sized to the depths' footprints: the median one-pixel footprint, doubled once for each
     doubling of a depth's own footprint beyond it (rounded in log2; a grid per size). With one size for
@@ -184,11 +234,16 @@ def _thin(
 
     solid = torch.zeros(len(counts), dtype=torch.float64).index_add_(0, inverse, hits.double()) >= MIN_HITS - 1e-9
     voxel = torch.zeros(len(counts), dtype=torch.float64).scatter_(0, inverse, side.double())[solid]  # one size a voxel
+    swept = torch.zeros(len(counts), dtype=torch.bool).index_fill_(0, inverse[swept], True)[solid]
     xyz, rgb = mean(xyz)[solid], mean(rgb)[solid]
     gap = torch.from_numpy(cKDTree(cloud.xyz.numpy()).query(xyz.numpy(), k=1)[0])
     near_cloud = gap < voxel * math.sqrt(3)
-    xyz, rgb = xyz[~near_cloud], rgb[~near_cloud]
+    xyz, rgb, swept = xyz[~near_cloud], rgb[~near_cloud], swept[~near_cloud]
     if 0 < max_points < len(xyz):
-        keep = torch.randperm(len(xyz), generator=torch.Generator().manual_seed(seed))[:max_points].sort().values
+        # Uniformly chosen, the sweep's voxels before the planes': a floor is one surface that the
+        # planes seed densely, while thin and small things get their points from the sweep alone.
+        order = torch.randperm(len(xyz), generator=torch.Generator().manual_seed(seed))
+        order = order[torch.argsort((~swept[order]).int(), stable=True)]
+        keep = order[:max_points].sort().values
         xyz, rgb = xyz[keep], rgb[keep]
     return PointCloud(xyz.float().contiguous(), rgb.float().clamp(0, 1).contiguous())

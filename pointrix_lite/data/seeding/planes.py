@@ -9,7 +9,8 @@ same run given the true points on it (docs/model.md, "The floor SfM saw only nea
 cloud does give the plane itself: the near part of a floor is well matched, so a large share of the
 points lies at one height along one of the cloud's dominant directions. Each such plane is tested as
 a single depth per pixel, with no other depth to compete against, and kept where the neighbours'
-images agree with it (the sweep's NCC, a stricter threshold).
+images agree with it (the sweep's NCC, a stricter threshold). The fusion runs this test at twice the
+sweep's size (``fusion.PLANE_SCALE``) and keeps its points within the cloud's extent.
 """
 
 from __future__ import annotations
