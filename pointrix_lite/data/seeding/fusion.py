@@ -46,7 +46,7 @@ PLANE_FAR = 4.0
 # The plane test runs at this many times the sweep's size: far down a floor its texture is at the pixel
 # scale of the sweep's views, and two neighbours confirm a right plane depth there for 10% of the pixels
 # at 160x120, 29% at 320x240 (the clutter scene's floor beyond 3 units of its centre). It is one depth
-# per plane, so 4x the pixels costs little against the sweep's 64.
+# per plane, so 4x the pixels costs little against the sweep's 64. (3 measured no better: docs/model.md.)
 PLANE_SCALE = 2
 BOX_MARGIN = 0.01  # plane depths are kept within the cloud's extent along its axes, widened by this share
 
@@ -196,7 +196,9 @@ def mvs_points(
                       cfg.mvs_max_points, seed)  # fmt: skip
     say(
         f"seeding: plane sweep of {len(views)} views at {views[0].image.shape[2]}x{views[0].image.shape[1]} "
-        f"and on {len(planes)} dominant plane(s): "
+        f"and on {len(planes)} dominant plane(s)"
+        + (f" at {plane_views[0].image.shape[2]}x{plane_views[0].image.shape[1]}" if plane_views else "")
+        + ": "
         f"{len(found):,} consistent depths, {len(added):,} points added where the cloud has none"
     )
     return added
