@@ -58,6 +58,11 @@ def _psnr(mse: float) -> float:
     return float(-10 * np.log10(mse))
 
 
+def _cell(name: str, err: np.ndarray, sel: np.ndarray) -> str:
+    """``name``, the PSNR of the pixels ``sel`` of the squared errors ``err`` and their share of the error."""
+    return f"{name} {_psnr(err[sel].mean()):.2f} ({err[sel].sum() / err.sum() * 100:.0f}%)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks clutter_regions", description=__doc__.splitlines()[0])
     parser.add_argument("exp_dirs", nargs="+", type=Path, help="experiment folders trained on the clutter scene")
@@ -82,17 +87,12 @@ def main(argv: list[str] | None = None) -> int:
             distances.append(_centre(labels[name][1], err.shape).ravel())
             per_view.append(_psnr(err.mean()))
         err, kind, dist = np.concatenate(errors), np.concatenate(kinds), np.concatenate(distances)
-        cells = []
-        for group, ids in KINDS.items():
-            sel = np.isin(kind, ids)
-            cells.append(f"{group} {_psnr(err[sel].mean()):.2f} ({err[sel].sum() / err.sum() * 100:.0f}%)")
+        cells = [_cell(group, err, np.isin(kind, ids)) for group, ids in KINDS.items()]
         print(f"{exp}: pooled {_psnr(err.mean()):.2f} dB | " + ", ".join(cells))
-        floor = []
-        for lo, hi in zip(FLOOR_DISTANCES[:-1], FLOOR_DISTANCES[1:]):
-            sel = np.isin(kind, KINDS["floor"]) & (dist >= lo) & (dist < hi)
-            if sel.any():
-                floor.append(f"{lo:g}-{hi:g} {_psnr(err[sel].mean()):.2f} ({err[sel].sum() / err.sum() * 100:.0f}%)")
-        print("  floor by distance: " + ", ".join(floor))
+        on_floor = np.isin(kind, KINDS["floor"])
+        edges = zip(FLOOR_DISTANCES[:-1], FLOOR_DISTANCES[1:])
+        bins = [(f"{lo:g}-{hi:g}", on_floor & (dist >= lo) & (dist < hi)) for lo, hi in edges]
+        print("  floor by distance: " + ", ".join(_cell(name, err, sel) for name, sel in bins if sel.any()))
         views = ", ".join(f"{Path(n).stem} {p:.2f}" for n, p in zip(names, per_view))
         print(f"  per view: {views} (mean {np.mean(per_view):.2f})")
     return 0
