@@ -89,7 +89,8 @@ def downscale(image: np.ndarray, width: int, height: int) -> np.ndarray:
                 total += image[i::s, j::s]
         return np.clip(np.rint(total.astype(np.float32) / np.float32(s * s)), 0, 255).astype(np.uint8)
     mode = "RGBA" if image.shape[-1] == 4 else "RGB"
-    return np.asarray(Image.fromarray(image, mode).resize((width, height), Image.Resampling.BOX))
+    # np.array, not asarray: PIL's buffer is read-only, and torch.from_numpy of it warns (writes to it are undefined)
+    return np.array(Image.fromarray(image, mode).resize((width, height), Image.Resampling.BOX))
 
 
 def load_rgb(

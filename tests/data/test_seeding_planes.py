@@ -109,3 +109,29 @@ def test_plane_depths_stop_at_the_clouds_walls():
     probe = torch.tensor([[5.9, 0.0, 0.0], [-5.9, 5.9, 0.0], [6.3, 0.0, 0.0], [0.0, -6.5, 0.0], [0.0, 0.0, -0.5]])
     assert _inside(probe @ turned, axes, lo, hi).tolist() == [True, True, False, False, False]
     assert _inside(probe, torch.zeros(0, 3), *_extent(probe, torch.zeros(0, 3))).all()  # no axes, no box
+
+
+def test_a_plane_depth_needs_one_neighbour_a_sweep_depth_two():
+    """``fusion._confirmed`` on a wall 4 units in front of four side-by-side cameras: one neighbour's depth
+    map agrees, one is 10% off, one has no depth. ``PLANE_AGREE`` (1) keeps the pixels the agreeing one
+    sees; the sweep's ``MIN_AGREE`` (2) keeps none."""
+    from pointrix_lite.data.seeding import fusion
+    from pointrix_lite.data.seeding.plane_sweep import SweepView
+
+    h, w = 12, 16
+    K = torch.tensor([[16.0, 0, 8], [0, 16, 6], [0, 0, 1]])
+
+    def view(x: float) -> SweepView:  # looking along +z from (x, 0, 0)
+        return SweepView(torch.zeros(3, h, w), K, torch.eye(3), torch.tensor([-x, 0.0, 0.0]), torch.ones(h, w, dtype=torch.bool))
+
+    views = [view(0.0), view(0.2), view(-0.2), view(0.4)]
+    maps = [torch.full((h, w), 4.0), torch.full((h, w), 4.0), torch.full((h, w), 4.4), torch.zeros(h, w)]
+    xyz, one = fusion._confirmed(0, views, maps, [1, 2, 3], fusion.PLANE_AGREE)
+    _, two = fusion._confirmed(0, views, maps, [1, 2, 3])
+    assert fusion.PLANE_AGREE == 1 and fusion.MIN_AGREE == 2
+    torch.testing.assert_close(xyz[:, 2], torch.full((h * w,), 4.0))
+    # The neighbour 0.2 to the right sees the wall 0.8 px further left: all but the leftmost column.
+    u = fusion._back_project(views[0], maps[0])[:, 0] * 4.0  # x * f / z = x * 16 / 4
+    seen = (u - 0.8 + 8 >= 0).reshape(-1)
+    assert torch.equal(one, seen) and int(one.sum()) == h * (w - 1)
+    assert not two.any()

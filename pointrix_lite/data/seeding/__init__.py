@@ -26,9 +26,11 @@ viewer read it back instead of sweeping again. Both stages draw from their own g
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -149,10 +151,22 @@ def _shell(dataset: Any, cfg: SeedingConfig, seed: int, say: Callable[[str], Non
 CACHE_NAME = "seed_points.npz"
 
 
+@lru_cache(maxsize=1)
+def code_digest() -> str:
+    """SHA-1 of this package's source files. The seeded points depend on its module constants (fusion
+    thresholds, the plane test's scale) as much as on the options, so a cache written by another
+    version of the code is not read back: a run directory reused after an upgrade would otherwise
+    train on the old build's points without a word."""
+    digest = hashlib.sha1()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def seeded_cloud(dataset: Any, cfg: SeedingConfig, seed: int, cache_dir: Path | None) -> PointCloud | None:
     """:func:`seed_points` of ``dataset.point_cloud``, read from ``cache_dir/seed_points.npz`` when that
-    holds the same request (options, seed, cloud and training views), else computed and written there
-    (``cache_dir`` None: computed, not kept)."""
+    holds the same request (options, seed, cloud, training views and :func:`code_digest`), else computed
+    and written there (``cache_dir`` None: computed, not kept)."""
     from ...io.atomic import atomic_write
     from ...progress import console
 
@@ -161,7 +175,8 @@ def seeded_cloud(dataset: Any, cfg: SeedingConfig, seed: int, cache_dir: Path | 
         return cloud
     key = json.dumps(
         {"seeding": asdict(cfg), "seed": seed, "cloud": len(cloud), "cloud_sum": float(cloud.xyz.double().sum()),
-         "views": [v.name for v in dataset.train_views], "size": [v.camera.width for v in dataset.train_views[:1]]},
+         "views": [v.name for v in dataset.train_views], "size": [v.camera.width for v in dataset.train_views[:1]],
+         "code": code_digest()},
         sort_keys=True,
     )  # fmt: skip
     path = cache_dir / CACHE_NAME if cache_dir is not None else None
