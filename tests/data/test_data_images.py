@@ -25,6 +25,17 @@ def test_integer_downscale_is_the_rounded_block_mean(s):
     assert np.array_equal(downscale(image, 7, 12), ref)
 
 
+def test_a_fractional_downscale_is_a_writable_box_filtered_array():
+    """Other ratios go through PIL's BOX filter; the result is a copy torch can take without a warning
+    (PIL's own buffer is read-only)."""
+    from PIL import Image
+
+    image = np.random.default_rng(0).integers(0, 256, (40, 50, 3), dtype=np.uint8)
+    out = downscale(image, 40, 32)  # 1.25x
+    ref = np.asarray(Image.fromarray(image, "RGB").resize((40, 32), Image.Resampling.BOX))
+    assert out.shape == (32, 40, 3) and np.array_equal(out, ref) and out.flags.writeable
+
+
 def test_load_all_keeps_the_order_and_advances_once_per_item():
     ticks, threads = [], set()
 
