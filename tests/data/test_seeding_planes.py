@@ -122,7 +122,8 @@ def test_a_plane_depth_needs_one_neighbour_a_sweep_depth_two():
     K = torch.tensor([[16.0, 0, 8], [0, 16, 6], [0, 0, 1]])
 
     def view(x: float) -> SweepView:  # looking along +z from (x, 0, 0)
-        return SweepView(torch.zeros(3, h, w), K, torch.eye(3), torch.tensor([-x, 0.0, 0.0]), torch.ones(h, w, dtype=torch.bool))
+        t = torch.tensor([-x, 0.0, 0.0])
+        return SweepView(torch.zeros(3, h, w), K, torch.eye(3), t, torch.ones(h, w, dtype=torch.bool))
 
     views = [view(0.0), view(0.2), view(-0.2), view(0.4)]
     maps = [torch.full((h, w), 4.0), torch.full((h, w), 4.0), torch.full((h, w), 4.4), torch.zeros(h, w)]
