@@ -8,8 +8,9 @@ import platform
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -18,8 +19,9 @@ def parser(module: str, doc: str | None) -> argparse.ArgumentParser:
     """The argument parser of benchmark ``module`` (its ``__name__``): the module docstring as help,
     laid out as written (it holds example commands), under the name the user typed."""
     name = module.rpartition(".")[2]
-    return argparse.ArgumentParser(prog=f"python -m benchmarks {name}", description=doc,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    return argparse.ArgumentParser(
+        prog=f"python -m benchmarks {name}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
 
 
 def add_run_arguments(p: argparse.ArgumentParser, module: str) -> None:

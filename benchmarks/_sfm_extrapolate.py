@@ -83,8 +83,11 @@ def extrapolate(rows: list[dict], counts: list[int], cluster: int = 500, overlap
         k = leaves(n, cluster)
         size = math.ceil(n / k) + (overlap if k > 1 else 0)
         h_cpu = c_h * k * size**bc
-        hier_cell = (f"{c_h:.3g} x {k} x {size}^{bc:.2f} = {h_cpu:.0f} s CPU / {busy:.2f} = {h_cpu / busy:.0f} s" if k > 1
-                     else "one cluster: the incremental mapper's time")  # fmt: skip
+        hier_cell = (
+            f"{c_h:.3g} x {k} x {size}^{bc:.2f} = {h_cpu:.0f} s CPU / {busy:.2f} = {h_cpu / busy:.0f} s"
+            if k > 1
+            else "one cluster: the incremental mapper's time"
+        )
         out.append(
             f"| {n} | extrapolated | n x {f_wall:.2f} = {n * f_wall:.0f} s / {n * f_cpu:.0f} s CPU "
             f"| {pairs} x {p_wall:.3f} = {pairs * p_wall:.0f} s / {pairs * p_cpu:.0f} s CPU{pick} "
@@ -101,5 +104,7 @@ def _hier_measured(row: dict | None, n: int) -> str:
         return "not run"
     clusters = row.get("cluster_sizes", [])
     merge = row.get("merge_seconds")
-    return (f"{row['seconds']:.0f} s / {row['cpu_seconds']:.0f} s CPU, {row.get('registered', 0)}/{n}; clusters "
-            f"{clusters} (at most {row.get('cluster_images')} + overlap), merge {merge} s")  # fmt: skip
+    return (
+        f"{row['seconds']:.0f} s / {row['cpu_seconds']:.0f} s CPU, {row.get('registered', 0)}/{n}; clusters "
+        f"{clusters} (at most {row.get('cluster_images')} + overlap), merge {merge} s"
+    )

@@ -50,7 +50,9 @@ def map_once(
     def on_image() -> None:
         registered[0] += 1
         if registered[0] % REGISTRATION_EVERY == 0:
-            registrations.append((registered[0], round(time.perf_counter() - start, 2), round(time.process_time() - cpu, 2)))
+            registrations.append(
+                (registered[0], round(time.perf_counter() - start, 2), round(time.process_time() - cpu, 2))
+            )
 
     offset = log.stat().st_size if log.is_file() else 0
     recs = map_scene(pycolmap, database, image_dir, sparse, opts, on_image, mapper)

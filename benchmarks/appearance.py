@@ -63,7 +63,7 @@ def occluder(rng: np.random.Generator, h: int, w: int) -> tuple[np.ndarray, np.n
     rh, rw = (int(rng.uniform(0.3, 0.5) * n) for n in (h, w))
     y0, x0 = int(rng.integers(0, h - rh)), int(rng.integers(0, w - rw))
     keep = np.ones((h, w), bool)
-    keep[y0:y0 + rh, x0:x0 + rw] = False
+    keep[y0 : y0 + rh, x0 : x0 + rw] = False
     yy, xx = np.mgrid[0:h, 0:w]
     period = rng.uniform(6, 14)
     stripes = (np.sin((xx * np.cos(1.0) + yy * np.sin(1.0)) * 2 * np.pi / period) > 0)[..., None]
@@ -112,13 +112,18 @@ def spoil(src: Path, spoiled: Path, repaired: Path, seed: int, vignette: float =
     return {"images": len(names), "train": len(gains), "occluded": occluded, "gain_min": g.min(), "gain_max": g.max()}
 
 
-def run_config(scratch: Path, name: str, data_path: Path, appearance: str | None, steps: int,
-               hook_options: dict | None = None) -> Path:
+def run_config(
+    scratch: Path, name: str, data_path: Path, appearance: str | None, steps: int, hook_options: dict | None = None
+) -> Path:
     """configs/demo.yaml's recipe on a COLMAP folder (+ AppearanceOptHook of mode ``appearance``, with
     ``hook_options``)."""
     cfg = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
-    cfg["dataset"] = {"type": "ColmapDataset", "data_path": str(data_path), "white_background": False,
-                      "test_every": TEST_EVERY}
+    cfg["dataset"] = {
+        "type": "ColmapDataset",
+        "data_path": str(data_path),
+        "white_background": False,
+        "test_every": TEST_EVERY,
+    }
     cfg["trainer"]["max_steps"] = steps
     cfg["save_ckpt_after_iter"] = steps  # the last step's checkpoint holds the transforms (gauge())
     if appearance:
@@ -148,17 +153,28 @@ def step_time(args: argparse.Namespace, spoiled: Path, repaired: Path, other: tu
     per_step: dict[str, list[float]] = {name: [] for name, _, _ in cases}
     for _ in range(args.rounds):
         for name, data, tree in cases:
-            spec = {"config": str(run_config(args.out, "steps", data, None, args.steps)),
-                    "overrides": ["strategy=null"], "backend": "native", "steps": args.timed_steps, "warmup": 5,
-                    "out": str(args.out / "run_steps"), "keep_hooks": []}  # fmt: skip
+            spec = {
+                "config": str(run_config(args.out, "steps", data, None, args.steps)),
+                "overrides": ["strategy=null"],
+                "backend": "native",
+                "steps": args.timed_steps,
+                "warmup": 5,
+                "out": str(args.out / "run_steps"),
+                "keep_hooks": [],
+            }
             res = run_steps(tree, spec)
             per_step[name].append(1e3 * res["seconds"] / args.timed_steps)
-            print(f"  {name:<28} {per_step[name][-1]:7.1f} ms/step ({res['size']}, N {res['n0']}, "
-                  f"{res['threads']} threads)", flush=True)
+            print(
+                f"  {name:<28} {per_step[name][-1]:7.1f} ms/step ({res['size']}, N {res['n0']}, "
+                f"{res['threads']} threads)",
+                flush=True,
+            )
     ms = {name: statistics.median(v) for name, v in per_step.items()}
-    print(f"\nmedians of {args.rounds} ({cpu_name()}, load {load_average()}): "
-          + ", ".join(f"{name} {v:.1f} ms" for name, v in ms.items())
-          + f"; masked / unmasked {ms['masked'] / ms['unmasked']:.2f}x (target <= 1.10)")
+    print(
+        f"\nmedians of {args.rounds} ({cpu_name()}, load {load_average()}): "
+        + ", ".join(f"{name} {v:.1f} ms" for name, v in ms.items())
+        + f"; masked / unmasked {ms['masked'] / ms['unmasked']:.2f}x (target <= 1.10)"
+    )
 
 
 def _lr_runs(name: str, lrs: list[float] | None, options: dict, lr_key: str) -> list[tuple[str, dict | None]]:
@@ -171,11 +187,16 @@ def _lr_runs(name: str, lrs: list[float] | None, options: dict, lr_key: str) -> 
     return [(f"{name} lr {lr:g}", {**options, lr_key: lr}) for lr in lrs]
 
 
-def curves(args: argparse.Namespace, clean: Path, spoiled: Path, repaired: Path, other: tuple[str, Path] | None) -> None:
+def curves(
+    args: argparse.Namespace, clean: Path, spoiled: Path, repaired: Path, other: tuple[str, Path] | None
+) -> None:
     """The three (``--against``: four) training runs side by side, then their test PSNRs and the gauge."""
     keep = ["ResolutionScheduleHook", "AppearanceOptHook", "CheckPointHook"]  # every run saves its last step
-    cases = [("clean", clean, None, REPO, None), ("spoiled", spoiled, None, REPO, None),
-             ("repaired", repaired, "gain_bias", REPO, None)]
+    cases = [
+        ("clean", clean, None, REPO, None),
+        ("spoiled", spoiled, None, REPO, None),
+        ("repaired", repaired, "gain_bias", REPO, None),
+    ]
     if args.affine:
         cases.append(("repaired, affine", repaired, "affine", REPO, None))
     for name, options in _lr_runs("repaired, + vignetting", args.vignetting, {"vignetting": True}, "vignetting_lr"):
@@ -188,16 +209,23 @@ def curves(args: argparse.Namespace, clean: Path, spoiled: Path, repaired: Path,
         cases.append((f"repaired @ {other[0]}", repaired, "gain_bias", other[1], None))
     runs = []
     for i, (name, data, appearance, tree, options) in enumerate(cases):
-        spec = {"config": str(run_config(args.out, f"run{i}", data, appearance, args.steps, options)), "overrides": [],
-                "backend": "native", "val_every": args.val_every, "out": str(args.out / f"run_{i}"),
-                "keep_hooks": keep}  # fmt: skip
+        spec = {
+            "config": str(run_config(args.out, f"run{i}", data, appearance, args.steps, options)),
+            "overrides": [],
+            "backend": "native",
+            "val_every": args.val_every,
+            "out": str(args.out / f"run_{i}"),
+            "keep_hooks": keep,
+        }
         runs.append(CurveRun(name, tree, spec))
     run_curves(runs, None, None, stop_at_target=False)
     print_curve_table(runs)
     by = {r.name: r.test_psnr for r in runs}
     print(f"\n{cpu_name()}, load {load_average()}")
-    print(f"repaired - clean: {by['repaired'] - by['clean']:+.2f} dB (target >= -1.0); "
-          f"repaired - spoiled: {by['repaired'] - by['spoiled']:+.2f} dB (target >= +2.0)")
+    print(
+        f"repaired - clean: {by['repaired'] - by['clean']:+.2f} dB (target >= -1.0); "
+        f"repaired - spoiled: {by['repaired'] - by['spoiled']:+.2f} dB (target >= +2.0)"
+    )
     for i, (name, _, appearance, _, _) in enumerate(cases):
         if appearance:
             print(f"{name}: {gauge(args.out / f'run_{i}')}")
@@ -213,10 +241,14 @@ def gauge(exp_dir: Path) -> str:
     delta = torch.load(ckpts[-1], map_location="cpu", weights_only=False)["hooks"]["AppearanceOptHook"]["delta"]
     mean = delta.double().mean(0)
     if delta.shape[1] != 6:  # affine: 9 matrix entries and 3 biases; bilagrid: those per grid cell
-        return (f"largest |mean| of the {delta.shape[1]} numbers over views {float(mean.abs().max()):.1e} "
-                "(the gauge holds it at 0)")
-    return (f"mean log-gain {[f'{v:.1e}' for v in mean[:3].tolist()]}, mean bias {[f'{v:.1e}' for v in mean[3:].tolist()]}, "
-            f"gains {float(delta[:, :3].exp().min()):.2f}-{float(delta[:, :3].exp().max()):.2f}")
+        return (
+            f"largest |mean| of the {delta.shape[1]} numbers over views {float(mean.abs().max()):.1e} "
+            "(the gauge holds it at 0)"
+        )
+    return (
+        f"mean log-gain {[f'{v:.1e}' for v in mean[:3].tolist()]}, mean bias {[f'{v:.1e}' for v in mean[3:].tolist()]}, "
+        f"gains {float(delta[:, :3].exp().min()):.2f}-{float(delta[:, :3].exp().max()):.2f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,17 +256,41 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--val-every", type=int, default=500)
     p.add_argument("--seed", type=int, default=0, help="seed of the gains and occluders")
-    p.add_argument("--against", metavar="REV|TREE", help="also run the repaired images on this code (a git revision or a folder)")
-    p.add_argument("--affine", action="store_true", help="also run the repaired images with AppearanceOptHook mode: affine (3x3)")
-    p.add_argument("--vignette", type=float, default=0.0, metavar="V",
-                   help="also darken each training image towards its corners by up to V (0.4: corners at 0.6-1.0)")
-    p.add_argument("--bilagrid", type=float, nargs="*", metavar="LR",
-                   help="also run the repaired images with AppearanceOptHook mode: bilagrid (at its default lr, or one run per LR)")
-    p.add_argument("--vignetting", type=float, nargs="*", metavar="LR",
-                   help="also run the repaired images with AppearanceOptHook vignetting: true (gain and bias + a radial "
-                        "falloff per view; at its default vignetting_lr, or one run per LR)")
-    p.add_argument("--grid", type=int, nargs=3, metavar=("BINS", "ROWS", "COLS"),
-                   help="--bilagrid: the grids' size (AppearanceOptHook grid; default 8 16 16)")
+    p.add_argument(
+        "--against", metavar="REV|TREE", help="also run the repaired images on this code (a git revision or a folder)"
+    )
+    p.add_argument(
+        "--affine", action="store_true", help="also run the repaired images with AppearanceOptHook mode: affine (3x3)"
+    )
+    p.add_argument(
+        "--vignette",
+        type=float,
+        default=0.0,
+        metavar="V",
+        help="also darken each training image towards its corners by up to V (0.4: corners at 0.6-1.0)",
+    )
+    p.add_argument(
+        "--bilagrid",
+        type=float,
+        nargs="*",
+        metavar="LR",
+        help="also run the repaired images with AppearanceOptHook mode: bilagrid (at its default lr, or one run per LR)",
+    )
+    p.add_argument(
+        "--vignetting",
+        type=float,
+        nargs="*",
+        metavar="LR",
+        help="also run the repaired images with AppearanceOptHook vignetting: true (gain and bias + a radial "
+        "falloff per view; at its default vignetting_lr, or one run per LR)",
+    )
+    p.add_argument(
+        "--grid",
+        type=int,
+        nargs=3,
+        metavar=("BINS", "ROWS", "COLS"),
+        help="--bilagrid: the grids' size (AppearanceOptHook grid; default 8 16 16)",
+    )
     p.add_argument("--step-time", action="store_true", help="time masked and unmasked training steps instead")
     p.add_argument("--timed-steps", type=int, default=60, help="--step-time: timed steps per measurement")
     p.add_argument("--rounds", type=int, default=3, help="--step-time: alternating rounds")
@@ -245,8 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     spoiled, repaired = args.out / "spoiled", args.out / "repaired"
     s = spoil(clean, spoiled, repaired, args.seed, args.vignette)
-    print(f"{s['images']} images, {s['train']} training views spoiled (channel gains {s['gain_min']:.2f}-"
-          f"{s['gain_max']:.2f}{f', vignetting up to {args.vignette:g}' if args.vignette else ''}), {s['occluded']} with an occluder marked in {repaired / 'masks'}; test views clean")
+    print(
+        f"{s['images']} images, {s['train']} training views spoiled (channel gains {s['gain_min']:.2f}-"
+        f"{s['gain_max']:.2f}{f', vignetting up to {args.vignette:g}' if args.vignette else ''}), {s['occluded']} with an occluder marked in {repaired / 'masks'}; test views clean"
+    )
     other = code_tree(args.against)
     if args.step_time:
         step_time(args, spoiled, repaired, other)

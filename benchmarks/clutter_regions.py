@@ -21,8 +21,14 @@ import numpy as np
 
 # Primitive indices of build_clutter_scene(): the photo scene's floor, room and five objects, then the
 # 14 poles, 4 planks and 5 panels it appends in that order.
-KINDS = {"floor": [0], "walls": [1], "objects": [2, 3, 4, 5, 6], "poles": list(range(7, 21)),
-         "planks": list(range(21, 25)), "panels": list(range(25, 30))}  # fmt: skip
+KINDS = {
+    "floor": [0],
+    "walls": [1],
+    "objects": [2, 3, 4, 5, 6],
+    "poles": list(range(7, 21)),
+    "planks": list(range(21, 25)),
+    "panels": list(range(25, 30)),
+}
 
 
 # The floor split by the distance from the test camera to the floor point under the pixel: a floor

@@ -23,9 +23,14 @@ class CurveRun:
 
     def __init__(self, name: str, tree: Path, spec: dict) -> None:
         self.name, self.points, self.test_psnr, self.half_fitted_psnr = name, [], None, None
-        self.proc = subprocess.Popen(workers.command("benchmarks.training:curve", spec), cwd=os.getcwd(),
-                                     env=workers.environment(tree), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True)  # fmt: skip
+        self.proc = subprocess.Popen(
+            workers.command("benchmarks.training:curve", spec),
+            cwd=os.getcwd(),
+            env=workers.environment(tree),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.info = self._read()
         # Step 0 at the seconds spent before training (seeding), 0 for most recipes and old revisions.
         start = self.info.get("seconds", 0.0)
@@ -35,7 +40,7 @@ class CurveRun:
     def _read(self) -> dict:
         for line in self.proc.stdout:
             if line.startswith(workers.TAG):
-                return json.loads(line[len(workers.TAG):])
+                return json.loads(line[len(workers.TAG) :])
             sys.stderr.write(line)
         raise SystemExit(f"error: curve worker {self.name!r} exited (code {self.proc.wait()}); see its output above")
 
@@ -70,8 +75,11 @@ def run_curves(runs: list[CurveRun], target: float | None, max_seconds: float | 
     while active:
         for run in list(active):
             p = run.advance()
-            print(f"  {run.name:<28} step {p['step']:6d}  {p['seconds']:8.1f} s  val PSNR {p['psnr']:6.2f} dB  "
-                  f"N {p['n']}", flush=True)
+            print(
+                f"  {run.name:<28} step {p['step']:6d}  {p['seconds']:8.1f} s  val PSNR {p['psnr']:6.2f} dB  "
+                f"N {p['n']}",
+                flush=True,
+            )
             reached = target is not None and p["psnr"] >= target
             if run.done or (stop_at_target and reached) or (max_seconds is not None and p["seconds"] >= max_seconds):
                 run.finish()
@@ -91,7 +99,9 @@ def print_curve_table(runs: list[CurveRun]) -> None:
     for r in runs:
         last = r.points[-1] if r.points else {"step": 0, "seconds": 0.0}
         half = f" (NeRF-W half-image protocol: {r.half_fitted_psnr:.2f} dB)" if r.half_fitted_psnr is not None else ""
-        print(f"  {r.name}: test PSNR {r.test_psnr:.2f} dB{half} after {last['step']} steps, {last['seconds']:.1f} s of training")
+        print(
+            f"  {r.name}: test PSNR {r.test_psnr:.2f} dB{half} after {last['step']} steps, {last['seconds']:.1f} s of training"
+        )
 
 
 def print_time_to(runs: list[CurveRun], target: float) -> None:

@@ -38,9 +38,18 @@ def print_table(names: list[str], reports: list[dict]) -> None:
     for name, r in zip(names, reports):
         outside = r["wall_seconds"] - r["train_seconds"]
         ph = r.get("phase_seconds") or {}
-        rows.append([name, f"{r['train_seconds']:.1f}", f"{outside:.1f}", f"{100 * outside / r['train_seconds']:.0f}%",
-                     *(f"{ph[k]:.1f}" if k in ph else "-" for k in phases),
-                     psnr(r, "mean"), psnr(r, "mean_aligned"), str(r.get("num_gaussians", "-"))])  # fmt: skip
+        rows.append(
+            [
+                name,
+                f"{r['train_seconds']:.1f}",
+                f"{outside:.1f}",
+                f"{100 * outside / r['train_seconds']:.0f}%",
+                *(f"{ph[k]:.1f}" if k in ph else "-" for k in phases),
+                psnr(r, "mean"),
+                psnr(r, "mean_aligned"),
+                str(r.get("num_gaussians", "-")),
+            ]
+        )
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     for row in [head, *rows]:
         print("  ".join(str(x).rjust(w) for x, w in zip(row, widths)))

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from benchmarks._common import parser
 
@@ -25,8 +25,14 @@ def readers() -> dict[str, Callable[[Path], dict]]:
     from pointrix_lite.export.decode_spz_glb import read_glb, read_spz
     from pointrix_lite.io.ply import load_ply
 
-    return {"ply": load_ply, "splat": read_splat, "ply_compressed": read_compressed_ply, "spz": read_spz,
-            "glb": read_glb, "sog": read_sog}  # fmt: skip
+    return {
+        "ply": load_ply,
+        "splat": read_splat,
+        "ply_compressed": read_compressed_ply,
+        "spz": read_spz,
+        "glb": read_glb,
+        "sog": read_sog,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         k_rest = model.params["shN"].shape[1]
         rows = []
         # "ply sh0": the full PLY cut to SH degree 0, to tell .splat's SH loss from its quantisation.
-        variants = [(fmt.name, fmt, None) for fmt in FORMATS.values()] + [("ply sh0", FORMATS["ply"], Selection(sh_degree=0))]
+        variants = [(fmt.name, fmt, None) for fmt in FORMATS.values()] + [
+            ("ply sh0", FORMATS["ply"], Selection(sh_degree=0))
+        ]
         for label, fmt, selection in variants:
             path = tmp / f"{label.replace(' ', '_')}{fmt.suffix}"
             t0 = time.perf_counter()
@@ -65,10 +73,14 @@ def main(argv: list[str] | None = None) -> int:
             model.load_params(decoded, source=str(path))
             mean = trainer.test()["mean"]
             rows.append((label, report, seconds, mean["psnr"], mean["ssim"]))
-    print(f"{ckpt}: {params['means'].shape[0]:,} Gaussians, SH degree {model.config.sh_degree}, {len(trainer.dataset.test_views)} test views")
+    print(
+        f"{ckpt}: {params['means'].shape[0]:,} Gaussians, SH degree {model.config.sh_degree}, {len(trainer.dataset.test_views)} test views"
+    )
     print(f"{'format':<15}{'bytes':>12}{'ratio':>8}{'Gaussians':>11}{'export s':>10}{'PSNR':>9}{'dPSNR':>8}{'SSIM':>8}")
     ref = rows[0][3]
     for name, report, seconds, psnr, ssim in rows:
-        print(f"{name:<15}{report.size:>12,}{report.source_ply_size / report.size:>7.2f}x{report.num_out:>11,}"
-              f"{seconds:>10.2f}{psnr:>9.3f}{psnr - ref:>+8.3f}{ssim:>8.4f}")
+        print(
+            f"{name:<15}{report.size:>12,}{report.source_ply_size / report.size:>7.2f}x{report.num_out:>11,}"
+            f"{seconds:>10.2f}{psnr:>9.3f}{psnr - ref:>+8.3f}{ssim:>8.4f}"
+        )
     return 0

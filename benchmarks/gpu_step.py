@@ -41,9 +41,18 @@ from benchmarks._common import REPO, parser
 from benchmarks.training import batches, one_step
 
 # issue 44's GPU budget on colmap_cpu.yaml: SH 3, MCMC up to 1M Gaussians
-DEFAULT_OVERRIDES = ["model.sh_degree=3", "strategy.cap_max=1000000", "strategy.growth_rate=0.05", "strategy.steps_scaler=0.25",
-                     "trainer.max_steps=7000", "dataset.scale=1"]  # fmt: skip
-GSPLAT_KERNELS = re.compile(r"gsplat::|projection|spherical_harmonics|isect|intersect_tile|rasterize_to_pixels|RadixSort|radix_sort|DeviceScan", re.I)
+DEFAULT_OVERRIDES = [
+    "model.sh_degree=3",
+    "strategy.cap_max=1000000",
+    "strategy.growth_rate=0.05",
+    "strategy.steps_scaler=0.25",
+    "trainer.max_steps=7000",
+    "dataset.scale=1",
+]
+GSPLAT_KERNELS = re.compile(
+    r"gsplat::|projection|spherical_harmonics|isect|intersect_tile|rasterize_to_pixels|RadixSort|radix_sort|DeviceScan",
+    re.I,
+)
 KINDS = [  # first match names the kind of a non-gsplat kernel
     ("SSIM (fused, Triton)", re.compile(r"_blur_rows|_ssim_cols|_grad_cols")),
     ("SSIM (cuDNN convolutions)", re.compile(r"conv|cudnn|implicit_gemm|dgrad|wgrad", re.I)),
@@ -74,8 +83,16 @@ def worker(spec: dict) -> dict:
 
     import_all()
     out = Path(spec["out"])
-    cfg = load_experiment(Path(spec["config"]), [f"exp_dir={out}", "writers=[]", "trainer.val_interval=0",
-                                                 f"dataset.data_path={spec['data']}", *spec["overrides"]])  # fmt: skip
+    cfg = load_experiment(
+        Path(spec["config"]),
+        [
+            f"exp_dir={out}",
+            "writers=[]",
+            "trainer.val_interval=0",
+            f"dataset.data_path={spec['data']}",
+            *spec["overrides"],
+        ],
+    )
     cfg.hooks = [h for h in cfg.hooks if h.get("type") in spec.get("keep_hooks", [])]
     device = spec.get("device", "cuda")
     trainer = DefaultTrainer(cfg, out, device)
@@ -131,11 +148,15 @@ def worker(spec: dict) -> dict:
             waits[f"{Path(w.filename).name}:{w.lineno}"] += 1
     cam = trainer.dataset.train_views[0].camera
     return {
-        "wall_ms": wall_ms, "kinds": dict(by_kind), "top": sorted(by_name.items(), key=lambda kv: -kv[1])[:20],
-        "waits_per_step": {k: v / 3 for k, v in waits.items()}, "n": trainer.model.num_gaussians,
-        "size": f"{cam.width}x{cam.height}", "torch": torch.__version__,
+        "wall_ms": wall_ms,
+        "kinds": dict(by_kind),
+        "top": sorted(by_name.items(), key=lambda kv: -kv[1])[:20],
+        "waits_per_step": {k: v / 3 for k, v in waits.items()},
+        "n": trainer.model.num_gaussians,
+        "size": f"{cam.width}x{cam.height}",
+        "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name() if device == "cuda" else "CPU (dry run)",
-    }  # fmt: skip
+    }
 
 
 def tree_config(config: Path, tree: Path) -> Path:
@@ -148,10 +169,18 @@ def tree_config(config: Path, tree: Path) -> Path:
 
 def run_tree(name: str, tree: str, args: argparse.Namespace) -> dict:
     tree, *own = tree.split("+")  # PATH+key=value+...: overrides for this tree only
-    spec = {"config": str(tree_config(Path(args.config), Path(tree))), "ply": str(args.ply.resolve()),
-            "data": str(args.data.resolve()), "overrides": args.overrides + own, "steps": args.steps, "warmup": args.warmup,
-            "start_step": args.start_step, "out": str(Path(args.out) / name), "device": args.device,
-            "keep_hooks": args.keep_hook}  # fmt: skip
+    spec = {
+        "config": str(tree_config(Path(args.config), Path(tree))),
+        "ply": str(args.ply.resolve()),
+        "data": str(args.data.resolve()),
+        "overrides": args.overrides + own,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "start_step": args.start_step,
+        "out": str(Path(args.out) / name),
+        "device": args.device,
+        "keep_hooks": args.keep_hook,
+    }
     proc = workers.run("benchmarks.gpu_step:worker", spec, Path(tree).resolve())
     results = workers.results(proc.stdout)
     if proc.returncode != 0 or not results:
@@ -164,15 +193,20 @@ def report(name: str, r: dict) -> None:
     busy = sum(kinds.values())
     g = kinds.get("gsplat", 0.0)
     print(f"\n== {name}: {r['gpu']}, torch {r['torch']}, {r['n']:,} Gaussians at {r['size']}")
-    print(f"step wall {r['wall_ms']:.2f} ms | GPU busy {busy:.2f} ms ({100 * busy / r['wall_ms']:.0f} %) | "
-          f"gsplat's kernels {g:.2f} ms | wall / gsplat {r['wall_ms'] / max(g, 1e-9):.2f}x")  # fmt: skip
+    print(
+        f"step wall {r['wall_ms']:.2f} ms | GPU busy {busy:.2f} ms ({100 * busy / r['wall_ms']:.0f} %) | "
+        f"gsplat's kernels {g:.2f} ms | wall / gsplat {r['wall_ms'] / max(g, 1e-9):.2f}x"
+    )
     for kind, ms in sorted(kinds.items(), key=lambda kv: -kv[1]):
         print(f"  {kind:28s} {ms:7.2f} ms")
     print("  top kernels:")
     for kname, ms in r["top"]:
         print(f"    {ms:7.3f} ms  [{_kind(kname)}] {kname[:100]}")
     waits = r["waits_per_step"]
-    print(f"  CPU waits for the GPU per step: {sum(waits.values()):.1f}" + "".join(f"\n    {k}: {v:.1f}" for k, v in waits.items()))
+    print(
+        f"  CPU waits for the GPU per step: {sum(waits.values()):.1f}"
+        + "".join(f"\n    {k}: {v:.1f}" for k, v in waits.items())
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,16 +215,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", default=str(REPO / "configs" / "colmap_cpu.yaml"))
     p.add_argument("--ply", type=Path, help="a trained model's point_cloud.ply (its SH degree = the config's)")
     p.add_argument("--data", type=Path, help="the COLMAP scene it was trained on")
-    p.add_argument("--tree", action="append", default=[], metavar="NAME=PATH[+key=value...]",
-                   help="a checkout to measure, with overrides of its own after '+' (repeat)")
+    p.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=PATH[+key=value...]",
+        help="a checkout to measure, with overrides of its own after '+' (repeat)",
+    )
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--start-step", type=int, default=6500, help="the step the timing starts at (after densification)")
     p.add_argument("--rounds", type=int, default=2, help="alternating rounds per tree")
     p.add_argument("--out", default="/tmp/pointrix_gpu_step")
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # "cpu": a dry run of the benchmark itself
-    p.add_argument("--keep-hook", action="append", default=[], metavar="TYPE",
-                   help="keep this hook type of the config (a tree's own hooks=[...] override may add it) in the step (repeat)")
+    p.add_argument(
+        "--keep-hook",
+        action="append",
+        default=[],
+        metavar="TYPE",
+        help="keep this hook type of the config (a tree's own hooks=[...] override may add it) in the step (repeat)",
+    )
     p.add_argument("--no-default-overrides", action="store_true", help="leave out issue 44's GPU budget overrides")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     args = p.parse_args(argv)
@@ -205,7 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     best = {name: min(rs, key=lambda r: r["wall_ms"]) for name, rs in results.items()}
     for name, r in best.items():
         report(name, r)
-    print("\nstep wall ms per round: " + "; ".join(f"{n} " + ", ".join(f"{r['wall_ms']:.2f}" for r in rs) for n, rs in results.items()))
+    print(
+        "\nstep wall ms per round: "
+        + "; ".join(f"{n} " + ", ".join(f"{r['wall_ms']:.2f}" for r in rs) for n, rs in results.items())
+    )
     if len(best) > 1:
         first = trees[0][0]
         for name, _ in trees[1:]:

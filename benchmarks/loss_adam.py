@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from benchmarks._common import cpu_name, load_average, parser
 
@@ -89,8 +90,11 @@ def bench_masked_loss(width: int, height: int, reps: int, rounds: int) -> dict[s
     def native_terms(m: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         return masked_l1_and_ssim(rgb, photo, m)  # the loss's path: the kernel reads the uint8 photo
 
-    variants = {"masked torch": run(torch_terms, mask), "masked native": run(native_terms, mask),
-                "unmasked native": run(native_terms, None)}  # fmt: skip
+    variants = {
+        "masked torch": run(torch_terms, mask),
+        "masked native": run(native_terms, mask),
+        "unmasked native": run(native_terms, None),
+    }
     return _alternate(variants, reps, rounds)
 
 
@@ -110,7 +114,14 @@ def bench_adam(n: int, sh_degree: int, reps: int, rounds: int) -> tuple[dict[str
     import torch
 
     k = (sh_degree + 1) ** 2
-    shapes = {"means": (n, 3), "scales": (n, 3), "quats": (n, 4), "opacities": (n,), "sh0": (n, 1, 3), "shN": (n, k - 1, 3)}
+    shapes = {
+        "means": (n, 3),
+        "scales": (n, 3),
+        "quats": (n, 4),
+        "opacities": (n,),
+        "sh0": (n, 1, 3),
+        "shN": (n, k - 1, 3),
+    }
     start = {p: torch.randn(s, generator=torch.Generator().manual_seed(i)) for i, (p, s) in enumerate(shapes.items())}
     variants, finals = {}, {}
     for name in ("default", "foreach", "fused"):
@@ -149,16 +160,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"threads {args.threads}, torch {torch.__version__}, {cpu_name()}, load {load_average()}; median ms per call")
     for w, h in ((160, 160), (400, 300)) if "ssim" in args.parts else ():
         r = bench_ssim(w, h, args.reps, args.rounds)
-        print(f"SSIM loss fwd+bwd {w}x{h}: torch {r['torch']:.2f}  native {r['native']:.2f}  "
-              f"speed-up {r['torch'] / r['native']:.2f}x")
+        print(
+            f"SSIM loss fwd+bwd {w}x{h}: torch {r['torch']:.2f}  native {r['native']:.2f}  "
+            f"speed-up {r['torch'] / r['native']:.2f}x"
+        )
     for w, h in ((400, 300), (800, 800)) if "masked" in args.parts else ():
         r = bench_masked_loss(w, h, args.reps, args.rounds)
-        print(f"L1+SSIM loss fwd+bwd {w}x{h}: masked torch {r['masked torch']:.2f}  masked native "
-              f"{r['masked native']:.2f}  unmasked native {r['unmasked native']:.2f}; masked native / unmasked "
-              f"{r['masked native'] / r['unmasked native']:.2f}x, speed-up over torch {r['masked torch'] / r['masked native']:.2f}x")
+        print(
+            f"L1+SSIM loss fwd+bwd {w}x{h}: masked torch {r['masked torch']:.2f}  masked native "
+            f"{r['masked native']:.2f}  unmasked native {r['unmasked native']:.2f}; masked native / unmasked "
+            f"{r['masked native'] / r['unmasked native']:.2f}x, speed-up over torch {r['masked torch'] / r['masked native']:.2f}x"
+        )
     for n, deg in ((60_000, 1), (200_000, 3)) if "adam" in args.parts else ():
         r, diffs = bench_adam(n, deg, args.reps, args.rounds)
-        print(f"Adam step {n // 1000}k Gaussians SH{deg}: default {r['default']:.2f}  foreach {r['foreach']:.2f}  "
-              f"fused {r['fused']:.2f}  speed-up fused {r['default'] / r['fused']:.2f}x; max |param - default| "
-              f"after 6 steps: foreach {diffs['foreach']:.2g}, fused {diffs['fused']:.2g}")
+        print(
+            f"Adam step {n // 1000}k Gaussians SH{deg}: default {r['default']:.2f}  foreach {r['foreach']:.2f}  "
+            f"fused {r['fused']:.2f}  speed-up fused {r['default'] / r['fused']:.2f}x; max |param - default| "
+            f"after 6 steps: foreach {diffs['foreach']:.2g}, fused {diffs['fused']:.2g}"
+        )
     return 0

@@ -86,11 +86,19 @@ def worker(spec: dict) -> dict:
             hook.before_train_iter(step, batch)
         trainer.train_step(batch)
     return {
-        "scale": scale, "views": len(views), "size": f"{views[0].camera.width}x{views[0].camera.height}",
-        "image_gb": round(image_gb, 3), "rss_after_load_gb": round(loaded, 3), "rss_peak_gb": round(_rss_gb(), 3),
-        "setup_s": round(t0 - start, 1), "steps": steps, "step_s": round((time.perf_counter() - t0) / max(steps, 1), 3),
-        "phases": progress.PHASES.as_dict(1), "gaussians": trainer.model.num_gaussians, "torch": torch.__version__,
-    }  # fmt: skip
+        "scale": scale,
+        "views": len(views),
+        "size": f"{views[0].camera.width}x{views[0].camera.height}",
+        "image_gb": round(image_gb, 3),
+        "rss_after_load_gb": round(loaded, 3),
+        "rss_peak_gb": round(_rss_gb(), 3),
+        "setup_s": round(t0 - start, 1),
+        "steps": steps,
+        "step_s": round((time.perf_counter() - t0) / max(steps, 1), 3),
+        "phases": progress.PHASES.as_dict(1),
+        "gaussians": trainer.model.num_gaussians,
+        "torch": torch.__version__,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scales", default="1,auto", help="comma list of dataset.scale values, one subprocess each")
     ap.add_argument("--steps", type=int, default=10, help="training steps after loading (peak includes them)")
     args = ap.parse_args(argv)
-    root = make_scene(REPO / "data" / "bench_memory" / f"{args.images}x{args.megapixels:g}mp", args.images, args.megapixels)
+    root = make_scene(
+        REPO / "data" / "bench_memory" / f"{args.images}x{args.megapixels:g}mp", args.images, args.megapixels
+    )
     print(f"scene: {root} ({args.images} JPEG photos, {args.megapixels:g} MP)")
     for scale in args.scales.split(","):
         proc = workers.run("benchmarks.memory:worker", {"root": str(root), "scale": scale, "steps": args.steps})
@@ -108,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
         if proc.returncode != 0 or not results:
             raise SystemExit(f"worker for scale {scale} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
         r = results[-1]
-        print(f"scale {r['scale']:>4}: {r['views']} views at {r['size']}, images {r['image_gb']:.2f} GB; peak RSS "
-              f"{r['rss_after_load_gb']:.2f} GB after loading, {r['rss_peak_gb']:.2f} GB after {r['steps']} steps "
-              f"({r['step_s']:.2f} s/step, {r['gaussians']:,} Gaussians); phases {r['phases']}")  # fmt: skip
+        print(
+            f"scale {r['scale']:>4}: {r['views']} views at {r['size']}, images {r['image_gb']:.2f} GB; peak RSS "
+            f"{r['rss_after_load_gb']:.2f} GB after loading, {r['rss_peak_gb']:.2f} GB after {r['steps']} steps "
+            f"({r['step_s']:.2f} s/step, {r['gaussians']:,} Gaussians); phases {r['phases']}"
+        )
     return 0

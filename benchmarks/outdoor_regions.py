@@ -78,15 +78,19 @@ def _seed_error(exp: Path, dataset, rotation: torch.Tensor) -> str:
         origin = view.camera.camera_center.double()
         ray = xyz[inside] - origin
         dist = ray.norm(dim=1)
-        hit = trace(prims, np.repeat((origin @ rotation).numpy()[None], len(ray), 0), ((ray / dist[:, None]) @ rotation).numpy())
+        hit = trace(
+            prims, np.repeat((origin @ rotation).numpy()[None], len(ray), 0), ((ray / dist[:, None]) @ rotation).numpy()
+        )
         err = ((dist - torch.from_numpy(hit.t)) / torch.from_numpy(hit.t)).abs()
         rel[inside] = torch.minimum(rel[inside], err.nan_to_num(float("inf")))
     radius = np.percentile((xyz - centre).norm(dim=1).numpy(), 99)
     far = float(((dataset.point_cloud.xyz.double() - centre).norm(dim=1) > FAR / 2).double().mean())
-    return (f"{len(xyz):,} seeded points within {SHELL_GAP:g} of the centre (99% within {radius:.2f}; "
-            f"{far * 100:.0f}% of the data set's cloud lies beyond {FAR / 2:g}): "
-            f"{float((rel < 0.01).double().mean()) * 100:.1f}% within 1% of a surface's depth, "
-            f"{float((rel < 0.03).double().mean()) * 100:.1f}% within 3%")  # fmt: skip
+    return (
+        f"{len(xyz):,} seeded points within {SHELL_GAP:g} of the centre (99% within {radius:.2f}; "
+        f"{far * 100:.0f}% of the data set's cloud lies beyond {FAR / 2:g}): "
+        f"{float((rel < 0.01).double().mean()) * 100:.1f}% within 1% of a surface's depth, "
+        f"{float((rel < 0.03).double().mean()) * 100:.1f}% within 3%"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,9 +123,11 @@ def main(argv: list[str] | None = None) -> int:
                 sky_depth.append(out["depth"][0, ..., 0].numpy()[kinds[view.name][0]])
         psnr = {k: -10 * np.log10(np.concatenate(v).mean()) for k, v in sq.items()}
         depth = np.concatenate(sky_depth)
-        print(f"{exp}: PSNR sky {psnr['sky']:.2f} dB, distant {psnr['distant']:.2f}, near {psnr['near']:.2f} "
-              f"({', '.join(f'{k} {sum(m.size for m in v):,} px' for k, v in sq.items())}); sky drawn at median "
-              f"depth {np.median(depth):.1f}, {float((depth < NEAR_SKY).mean()) * 100:.0f}% nearer than {NEAR_SKY:g}")  # fmt: skip
+        print(
+            f"{exp}: PSNR sky {psnr['sky']:.2f} dB, distant {psnr['distant']:.2f}, near {psnr['near']:.2f} "
+            f"({', '.join(f'{k} {sum(m.size for m in v):,} px' for k, v in sq.items())}); sky drawn at median "
+            f"depth {np.median(depth):.1f}, {float((depth < NEAR_SKY).mean()) * 100:.0f}% nearer than {NEAR_SKY:g}"
+        )
         if (exp / "seed_points.npz").is_file():
             print(f"  {_seed_error(exp, dataset, _scene_frame(exp))}")
     return 0

@@ -37,8 +37,12 @@ def build_parser():
     p.add_argument("--grid", default="2x2")
     p.add_argument("--nproc", type=int, default=2, help="torchrun processes for the blocks")
     p.add_argument("--steps", type=int, default=7500, help="steps per block; the whole-scene run gets blocks x steps")
-    p.add_argument("--cap", type=int, default=40000, help="Gaussian budget of the whole scene (shared out among blocks)")
-    p.add_argument("--band", type=float, default=1.0, help="pixels whose surface is this close to a cell border are 'near'")
+    p.add_argument(
+        "--cap", type=int, default=40000, help="Gaussian budget of the whole scene (shared out among blocks)"
+    )
+    p.add_argument(
+        "--band", type=float, default=1.0, help="pixels whose surface is this close to a cell border are 'near'"
+    )
     p.add_argument("--skip-whole", action="store_true", help="reuse the whole-scene run in --out")
     return p
 
@@ -77,8 +81,8 @@ def seams(manifest, scene: Path, renders: dict[str, Path], band: float) -> dict:
 
     from pointrix_lite.data.cameras import viewmat_from_colmap
     from pointrix_lite.data.demo.scene import DemoCamera
-    from pointrix_lite.io.images import read_image
     from pointrix_lite.io import colmap as colmap_io
+    from pointrix_lite.io.images import read_image
     from pointrix_lite.partition.seams import border_distance, class_errors
     from pointrix_lite.partition.synthetic import build_street, surface_points
 
@@ -102,8 +106,10 @@ def seams(manifest, scene: Path, renders: dict[str, Path], band: float) -> dict:
             stacks[name][0].append(read_image(folder / "render" / f"{stem}.png")[..., :3].reshape(-1, 3))
             stacks[name][1].append(read_image(folder / "gt" / f"{stem}.png")[..., :3].reshape(-1, 3))
     masks = {"near": np.concatenate(near), "inside": np.concatenate(inside)}
-    return {name: {k: v.__dict__ for k, v in class_errors(np.concatenate(r), np.concatenate(g), masks).items()}
-            for name, (r, g) in stacks.items()}  # fmt: skip
+    return {
+        name: {k: v.__dict__ for k, v in class_errors(np.concatenate(r), np.concatenate(g), masks).items()}
+        for name, (r, g) in stacks.items()
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,39 +125,86 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cpu: {cpu_name()}, load {load_average()}")
     if not (scene / "sparse").is_dir():
         generate_street(scene, args.views, width, height)
-    _run([py, "scripts/partition.py", "--scene", str(scene), "--out", str(part), "--grid", args.grid, "--overwrite"], log)
+    _run(
+        [py, "scripts/partition.py", "--scene", str(scene), "--out", str(part), "--grid", args.grid, "--overwrite"], log
+    )
     manifest = load_manifest(part)
     n = len(manifest.blocks)
     # The whole budget shared out by points; a block trains its margin's points too, so it gets their share.
-    cap_block = round(args.cap * sum(b.n_points for b in manifest.blocks) / n / sum(b.n_cell_points for b in manifest.blocks))
+    cap_block = round(
+        args.cap * sum(b.n_points for b in manifest.blocks) / n / sum(b.n_cell_points for b in manifest.blocks)
+    )
     block_overrides = [*COMMON, f"trainer.max_steps={args.steps}", f"strategy.cap_max={cap_block}", *args.overrides]
-    blocks_s, _ = _run([py, "-m", "torch.distributed.run", "--nproc_per_node", str(args.nproc), "--master_addr",
-                        "127.0.0.1", "--master_port", str(_free_port()), "scripts/train_blocks.py",
-                        "--manifest", str(part / "manifest.json"), "--config", str(CONFIG), *block_overrides, "--overwrite"], log)  # fmt: skip
+    blocks_s, _ = _run(
+        [
+            py,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            str(args.nproc),
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(_free_port()),
+            "scripts/train_blocks.py",
+            "--manifest",
+            str(part / "manifest.json"),
+            "--config",
+            str(CONFIG),
+            *block_overrides,
+            "--overwrite",
+        ],
+        log,
+    )
     merge_s, _ = _run([py, "scripts/merge_blocks.py", "--manifest", str(part), "--out", str(out / "merged")], log)
     _run([py, "scripts/render.py", "--ply", str(out / "merged" / "point_cloud.ply"), "--data", str(scene)], log)
     whole_s = whole_rss = None
     if not args.skip_whole:
-        whole = [*COMMON, f"trainer.max_steps={args.steps * n}", f"strategy.cap_max={args.cap}",
-                 *args.overrides, f"dataset.data_path={scene}", f"exp_dir={out / 'whole'}"]  # fmt: skip
+        whole = [
+            *COMMON,
+            f"trainer.max_steps={args.steps * n}",
+            f"strategy.cap_max={args.cap}",
+            *args.overrides,
+            f"dataset.data_path={scene}",
+            f"exp_dir={out / 'whole'}",
+        ]
         whole_s, whole_rss = _run([py, "scripts/train.py", "--config", str(CONFIG), *whole], log)
     _run([py, "scripts/render.py", "--ply", str(out / "whole" / "point_cloud.ply"), "--data", str(scene)], log)
-    metrics = {k: json.loads((out / k / "point_cloud_render" / "metrics.json").read_text()) for k in ("merged", "whole")}
+    metrics = {
+        k: json.loads((out / k / "point_cloud_render" / "metrics.json").read_text()) for k in ("merged", "whole")
+    }
     renders = {k: out / k / "point_cloud_render" / "renders" / "test" for k in metrics}
     statuses = [read_status(part / "runs", b.name) for b in manifest.blocks]
     result = {
-        "cpu": cpu_name(), "views": args.views, "size": args.size, "grid": args.grid, "nproc": args.nproc,
-        "steps_per_block": args.steps, "cap_whole": args.cap, "cap_block": cap_block,
-        "blocks": [{"name": s.block, "seconds": s.seconds, "train_seconds": _train_seconds(Path(s.log)),
-                    "peak_rss_gb": s.peak_rss_bytes / 1e9, "views": len(b.views), "points": b.n_points}
-                   for s, b in zip(statuses, manifest.blocks)],
-        "blocks_wall_s": blocks_s, "merge_s": merge_s, "whole_train_s": whole_s,
+        "cpu": cpu_name(),
+        "views": args.views,
+        "size": args.size,
+        "grid": args.grid,
+        "nproc": args.nproc,
+        "steps_per_block": args.steps,
+        "cap_whole": args.cap,
+        "cap_block": cap_block,
+        "blocks": [
+            {
+                "name": s.block,
+                "seconds": s.seconds,
+                "train_seconds": _train_seconds(Path(s.log)),
+                "peak_rss_gb": s.peak_rss_bytes / 1e9,
+                "views": len(b.views),
+                "points": b.n_points,
+            }
+            for s, b in zip(statuses, manifest.blocks)
+        ],
+        "blocks_wall_s": blocks_s,
+        "merge_s": merge_s,
+        "whole_train_s": whole_s,
         "whole_peak_rss_gb": whole_rss / 1e9 if whole_rss else None,
         "psnr": {k: m["mean"]["psnr"] for k, m in metrics.items()},
         "ssim": {k: m["mean"]["ssim"] for k, m in metrics.items()},
         "gaussians": {k: m["num_gaussians"] for k, m in metrics.items()},
-        "seams": seams(manifest, scene, renders, args.band), "band": args.band,
-    }  # fmt: skip
+        "seams": seams(manifest, scene, renders, args.band),
+        "band": args.band,
+    }
     (out / "results.json").write_text(json.dumps(result, indent=1))
     print(json.dumps(result, indent=1))
     return 0

@@ -45,8 +45,15 @@ def _rss_mb() -> float:
 
 
 # extension function -> stage name (the same names on every revision since the native backend landed)
-STAGES = {"project_fwd": "projection", "sh_fwd": "SH", "bin_tiles": "binning", "raster_fwd": "raster fwd",
-          "raster_bwd": "raster bwd", "sh_bwd": "SH bwd", "project_bwd": "projection bwd"}  # fmt: skip
+STAGES = {
+    "project_fwd": "projection",
+    "sh_fwd": "SH",
+    "bin_tiles": "binning",
+    "raster_fwd": "raster fwd",
+    "raster_bwd": "raster bwd",
+    "sh_bwd": "SH bwd",
+    "project_bwd": "projection bwd",
+}
 
 
 def _time_stages(totals: dict) -> None:
@@ -93,9 +100,19 @@ def worker(spec: dict) -> dict:
     params = {k: s[k].clone().requires_grad_(True) for k in ("means", "quats", "scales", "opacities", "colors")}
 
     def render():
-        return rasterization(params["means"], params["quats"], params["scales"], params["opacities"],
-                             params["colors"], s["viewmats"], s["Ks"], s["width"], s["height"],
-                             sh_degree=s["sh_degree"], backend=backend)  # fmt: skip
+        return rasterization(
+            params["means"],
+            params["quats"],
+            params["scales"],
+            params["opacities"],
+            params["colors"],
+            s["viewmats"],
+            s["Ks"],
+            s["width"],
+            s["height"],
+            sh_degree=s["sh_degree"],
+            backend=backend,
+        )
 
     base_rss = _rss_mb()
     fwd, fwdbwd = [], []
@@ -121,8 +138,11 @@ def worker(spec: dict) -> dict:
         peak_mb=peak_mb,
         n_evals=meta.get("n_evaluations"),
         n_pairs=int(meta["tiles_per_gauss"].sum()) if "tiles_per_gauss" in meta else None,
-        stages_ms={k: statistics.median(r.get(k, 0.0) for r in stage_runs[1:] or stage_runs)
-                   for k in STAGES.values() if any(k in r for r in stage_runs)},
+        stages_ms={
+            k: statistics.median(r.get(k, 0.0) for r in stage_runs[1:] or stage_runs)
+            for k in STAGES.values()
+            if any(k in r for r in stage_runs)
+        },
         visible=int((meta["radii"] > 0).all(-1).sum()),
         isa=_isa() if backend == "native" else None,
     )
@@ -161,14 +181,17 @@ def default_reps(scene_name: str, reps: int | None) -> int:
     return reps if reps is not None else (2 if scene_name.startswith(("photo", "ply:")) else 5)
 
 
-def compare(variant_list: list[tuple[str, Path, str]], scenes: list[str], reps: int | None, rounds: int,
-            threads: int) -> None:  # fmt: skip
+def compare(
+    variant_list: list[tuple[str, Path, str]], scenes: list[str], reps: int | None, rounds: int, threads: int
+) -> None:
     """Time the native backend of every variant in alternating rounds, one table per scene; ratios are
     the first variant's time over each other variant's (speed-ups over the first)."""
     names = [name for name, _, _ in variant_list]
     base = names[0]
-    print(f"threads={threads}, {rounds} alternating rounds per variant; medians over all rounds; "
-          f"ratio = {base} / variant; stages: wall ms inside each extension call")  # fmt: skip
+    print(
+        f"threads={threads}, {rounds} alternating rounds per variant; medians over all rounds; "
+        f"ratio = {base} / variant; stages: wall ms inside each extension call"
+    )
     for scene_name in scenes:
         w, h, n, sh = scene_info(scene_name)
         runs: dict = {name: [] for name in names}
@@ -190,12 +213,20 @@ def compare(variant_list: list[tuple[str, Path, str]], scenes: list[str], reps: 
             med[name] = m
         width = max(14, *(len(nm) + 2 for nm in names))
         print(f"\n{w}x{h}, {n:,} Gaussians, SH {sh}")
-        print(f"{'ms':<18}" + "".join(f"{nm:>{width}}" for nm in names) + "".join(f"{'x ' + nm:>{width}}" for nm in names[1:]))
+        print(
+            f"{'ms':<18}"
+            + "".join(f"{nm:>{width}}" for nm in names)
+            + "".join(f"{'x ' + nm:>{width}}" for nm in names[1:])
+        )
         for label in med[names[-1]]:
             if all(label in med[nm] for nm in names):
                 vals = [med[nm][label] for nm in names]
                 ratios = [vals[0] / v if v else float("nan") for v in vals[1:]]
-                print(f"{label:<18}" + "".join(f"{v:{width}.2f}" for v in vals) + "".join(f"{q:{width - 1}.2f}x" for q in ratios))
+                print(
+                    f"{label:<18}"
+                    + "".join(f"{v:{width}.2f}" for v in vals)
+                    + "".join(f"{q:{width - 1}.2f}x" for q in ratios)
+                )
         first = {name: rs[0] for name, rs in runs.items()}
         print(f"{'evals/px (fwd)':<18}" + "".join(f"{first[nm]['n_evals'] / (w * h):{width}.1f}" for nm in names))
         if all(first[k].get("n_pairs") for k in first):
@@ -205,7 +236,9 @@ def compare(variant_list: list[tuple[str, Path, str]], scenes: list[str], reps: 
             print("builds: " + "; ".join(f"{nm}: {isa or '?'}" for nm, isa in zip(names, isas)))
 
 
-def table(scenes: list[str], reps: int | None, ref_reps: int, large_ref_reps: int, threads: int, skip_ref: bool) -> None:
+def table(
+    scenes: list[str], reps: int | None, ref_reps: int, large_ref_reps: int, threads: int, skip_ref: bool
+) -> None:
     """Native against the torch reference, one row per scene and backend."""
     print(f"threads={threads}  (medians; fwd+bwd = forward with autograd + backward of sum(colors)+sum(alphas))")
     header = f"{'scene':<22}{'backend':<8}{'fwd ms':>10}{'fwd+bwd ms':>12}{'peak MB':>9}{'Mevals/s':>10}"
@@ -216,7 +249,9 @@ def table(scenes: list[str], reps: int | None, ref_reps: int, large_ref_reps: in
         label = f"{scene_name} {w}x{h} {n // 1000}k"
         results = {"native": measure("native", scene_name, default_reps(scene_name, reps), threads)}
         if not skip_ref:
-            results["torch"] = measure("torch", scene_name, ref_reps if scene_name == "small" else large_ref_reps, threads)
+            results["torch"] = measure(
+                "torch", scene_name, ref_reps if scene_name == "small" else large_ref_reps, threads
+            )
         for backend, r in results.items():
             if "error" in r:
                 print(f"{label:<22}{backend:<8}  failed: {r['error']}")
@@ -226,30 +261,47 @@ def table(scenes: list[str], reps: int | None, ref_reps: int, large_ref_reps: in
             print(f"{label:<22}{backend:<8}{r['fwd_ms']:10.1f}{r['fwdbwd_ms']:12.1f}{r['peak_mb']:9.0f}{rate}")
         if "torch" in results and "error" not in results["torch"] and "error" not in results["native"]:
             nat, ref = results["native"], results["torch"]
-            print(f"{'':<22}{'speed-up':<8}{ref['fwd_ms'] / nat['fwd_ms']:9.1f}x{ref['fwdbwd_ms'] / nat['fwdbwd_ms']:11.1f}x")
+            print(
+                f"{'':<22}{'speed-up':<8}{ref['fwd_ms'] / nat['fwd_ms']:9.1f}x{ref['fwdbwd_ms'] / nat['fwdbwd_ms']:11.1f}x"
+            )
         if "error" not in results["native"]:
             nat = results["native"]
-            print(f"{'':<22}evals/frame={nat['n_evals']:,} ({nat['n_evals'] / (w * h):.0f}/px), "
-                  f"visible Gaussians={nat['visible']:,}")  # fmt: skip
+            print(
+                f"{'':<22}evals/frame={nat['n_evals']:,} ({nat['n_evals'] / (w * h):.0f}/px), "
+                f"visible Gaussians={nat['visible']:,}"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = parser(__name__, __doc__)
-    ap.add_argument("--scenes", default="small,large",
-                    help="comma list of: " + ", ".join(SCENES) + ", ply:PLY@COLMAP[#I] (a trained model, benchmarks/scenes.py)")
-    ap.add_argument("--reps", type=int, default=None,
-                    help="timed repetitions for the native backend (default 5, 2 on the photo scenes)")  # fmt: skip
+    ap.add_argument(
+        "--scenes",
+        default="small,large",
+        help="comma list of: " + ", ".join(SCENES) + ", ply:PLY@COLMAP[#I] (a trained model, benchmarks/scenes.py)",
+    )
+    ap.add_argument(
+        "--reps",
+        type=int,
+        default=None,
+        help="timed repetitions for the native backend (default 5, 2 on the photo scenes)",
+    )
     ap.add_argument("--ref-reps", type=int, default=2, help="timed repetitions for the torch reference")
     ap.add_argument("--large-ref-reps", type=int, default=1, help="reference repetitions on 'large' (slow)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--skip-ref", action="store_true", help="native only")
-    ap.add_argument("--train", action="store_true",
-                    help="also time training steps on the demo scene for both backends (python -m benchmarks train)")
+    ap.add_argument(
+        "--train",
+        action="store_true",
+        help="also time training steps on the demo scene for both backends (python -m benchmarks train)",
+    )
     ap.add_argument("--train-steps", type=int, default=30, help="timed training steps per backend with --train")
     ap.add_argument("--against", metavar="REV", help="compare the native backend with git revision REV")
-    ap.add_argument("--arch", metavar="LIST",
-                    help="compare builds of the working tree for these targets (POINTRIX_NATIVE_ARCH values: "
-                         "native, x86-64-v3, x86-64-v2, scalar, ...); with --against, REV comes first")  # fmt: skip
+    ap.add_argument(
+        "--arch",
+        metavar="LIST",
+        help="compare builds of the working tree for these targets (POINTRIX_NATIVE_ARCH values: "
+        "native, x86-64-v3, x86-64-v2, scalar, ...); with --against, REV comes first",
+    )
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per variant with --against / --arch")
     args = ap.parse_args(argv)
 

@@ -22,8 +22,11 @@ WORKTREES = REPO / "build" / "bench_worktrees"
 
 def resolve(rev: str) -> str:
     """Full commit hash of ``rev``; a one-line ``SystemExit`` when git does not know it."""
-    out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
-                         capture_output=True, text=True)  # fmt: skip
+    out = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
     if out.returncode != 0:
         raise SystemExit(f"error: --against/--compare: git revision {rev!r} not found in {REPO}")
     return out.stdout.strip()
@@ -38,8 +41,11 @@ def tree_for(rev: str | None) -> Path:
     if not (path / "pointrix_lite").is_dir():
         WORKTREES.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "-C", str(REPO), "worktree", "prune"], check=False, capture_output=True)
-        out = subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--force", str(path), sha],
-                             capture_output=True, text=True)  # fmt: skip
+        out = subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", "--force", str(path), sha],
+            capture_output=True,
+            text=True,
+        )
         if out.returncode != 0:
             raise SystemExit(f"error: could not check out {rev} into {path}: {out.stderr.strip().splitlines()[-1]}")
     return path

@@ -99,8 +99,14 @@ def make_photo_scene(width: int, height: int, n: int, sh_degree: int, seed: int 
     ground_spacing = math.sqrt(16 * 12 / n_ground)
     # objects: twelve spheres
     k = 12
-    centres = torch.stack([(torch.rand(k, generator=g) * 2 - 1) * 3, torch.rand(k, generator=g) * 1.2 - 0.4,
-                           3 + torch.rand(k, generator=g) * 6], -1)  # fmt: skip
+    centres = torch.stack(
+        [
+            (torch.rand(k, generator=g) * 2 - 1) * 3,
+            torch.rand(k, generator=g) * 1.2 - 0.4,
+            3 + torch.rand(k, generator=g) * 6,
+        ],
+        -1,
+    )
     radii = 0.4 + torch.rand(k, generator=g) * 1.2
     which = torch.multinomial(radii**2, n_obj, replacement=True, generator=g)
     dirs = torch.randn(n_obj, 3, generator=g)
@@ -116,8 +122,13 @@ def make_photo_scene(width: int, height: int, n: int, sh_degree: int, seed: int 
 
     means = torch.cat([ground, objects, dome])
     normals = torch.cat([ground_n, dirs, -ddirs])
-    spacing = torch.cat([torch.full((n_ground,), ground_spacing), torch.full((n_obj,), obj_spacing),
-                         torch.full((n_dome,), dome_spacing)])  # fmt: skip
+    spacing = torch.cat(
+        [
+            torch.full((n_ground,), ground_spacing),
+            torch.full((n_obj,), obj_spacing),
+            torch.full((n_dome,), dome_spacing),
+        ]
+    )
     tangent = spacing[:, None] * torch.exp(torch.randn(n, 2, generator=g) * 0.7)
     scales = torch.cat([tangent, 0.2 * tangent.min(-1, keepdim=True).values], -1)
     opaque = torch.rand(n, generator=g) < 0.65
@@ -149,7 +160,7 @@ PLY_PREFIX = "ply:"
 
 
 def _split_ply(name: str) -> tuple[Path, Path, int]:
-    body = name[len(PLY_PREFIX):]
+    body = name[len(PLY_PREFIX) :]
     ply, sep, rest = body.partition("@")
     colmap, _, index = rest.partition("#")
     if not sep or not ply or not colmap:
@@ -181,6 +192,7 @@ def ply_scene(name: str) -> dict:
 
     from pointrix_lite.data.cameras import viewmat_from_colmap
     from pointrix_lite.data.colmap import pinhole_intrinsics
+
     try:  # this runs in the worker of the revision under test: older ones have the COLMAP reader in data/
         from pointrix_lite.io.colmap import find_sparse_dir, read_model
     except ImportError:
@@ -207,8 +219,10 @@ def ply_scene(name: str) -> dict:
         **{k: p[k].detach().float().contiguous() for k in ("means", "quats", "scales", "opacities", "colors")},
         viewmats=torch.from_numpy(w2c).float()[None],
         Ks=torch.tensor([[[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]]]),
-        width=int(cam.width), height=int(cam.height), sh_degree=int(p["sh_degree"]),
-    )  # fmt: skip
+        width=int(cam.width),
+        height=int(cam.height),
+        sh_degree=int(p["sh_degree"]),
+    )
 
 
 def scene_info(name: str) -> tuple[int, int, int, int]:

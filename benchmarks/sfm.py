@@ -127,8 +127,10 @@ def stages(args: argparse.Namespace) -> list[dict]:
     from pointrix_lite.process.colmap_log import log_to
 
     pycolmap = import_pycolmap()
-    print(f"CPU: {cpu_name()}; pycolmap {pycolmap.__version__}; threads {args.threads}; load average {load_average()}",
-          flush=True)  # fmt: skip
+    print(
+        f"CPU: {cpu_name()}; pycolmap {pycolmap.__version__}; threads {args.threads}; load average {load_average()}",
+        flush=True,
+    )
     results = args.root / "results.jsonl"
     args.root.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
@@ -137,7 +139,9 @@ def stages(args: argparse.Namespace) -> list[dict]:
         rows.append(row)
         with results.open("a") as f:
             f.write(json.dumps(row) + "\n")
-        print("  " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+        print(
+            "  " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True
+        )
 
     for mp in (int(s) for s in args.sizes.split(",")):
         folder = capture(args.root, mp, args.capture, args.rendered)
@@ -157,7 +161,9 @@ def _cpu_timed(fn, *args):
     return out, secs, time.process_time() - cpu
 
 
-def _one_size(pycolmap, args: argparse.Namespace, mp: int, folder: Path, truth: ColmapModel, work: Path, record) -> None:
+def _one_size(
+    pycolmap, args: argparse.Namespace, mp: int, folder: Path, truth: ColmapModel, work: Path, record
+) -> None:
     """Every count, matcher and mapper at one size; databases are written under a temporary name and
     renamed when complete, so ``--reuse`` never takes a half-written one."""
     from benchmarks._sfm_mapping import map_once
@@ -172,7 +178,9 @@ def _one_size(pycolmap, args: argparse.Namespace, mp: int, folder: Path, truth: 
     per_pair: float | None = None  # exhaustive seconds per pair, measured on the largest set it ran on
     for n in counts:
         names = subset(n, args.capture)
-        opts = ProcessOptions(out=work, images=folder / "images", threads=args.threads, retrieval_neighbors=args.neighbors)
+        opts = ProcessOptions(
+            out=work, images=folder / "images", threads=args.threads, retrieval_neighbors=args.neighbors
+        )
         if args.cluster_images:
             opts.cluster_images = args.cluster_images
         features = work / f"features_{n}.db"
@@ -183,18 +191,35 @@ def _one_size(pycolmap, args: argparse.Namespace, mp: int, folder: Path, truth: 
                 shutil.copy(previous, partial)
                 done = set(subset(counts[counts.index(n) - 1], args.capture))
             new = [name for name in names if name not in done]
-            keypoints, secs, cpu = _cpu_timed(sfm.extract_features, pycolmap, partial, folder / "images", new, opts,
-                                              lambda d, t: None)  # fmt: skip
+            keypoints, secs, cpu = _cpu_timed(
+                sfm.extract_features, pycolmap, partial, folder / "images", new, opts, lambda d, t: None
+            )
             partial.rename(features)
-            record(stage="features", mp=mp, n=n, new_images=len(new), seconds=secs, cpu_seconds=cpu,
-                   per_image=secs / len(new), keypoints_per_image=keypoints / n)  # fmt: skip
+            record(
+                stage="features",
+                mp=mp,
+                n=n,
+                new_images=len(new),
+                seconds=secs,
+                cpu_seconds=cpu,
+                per_image=secs / len(new),
+                keypoints_per_image=keypoints / n,
+            )
         previous = features
         for matcher in args.matchers.split(","):
             pairs_all = n * (n - 1) // 2
             if matcher == "exhaustive" and n > args.exhaustive_up_to:
                 if per_pair is not None:
-                    record(stage="matching", mp=mp, n=n, matcher=matcher, pairs=pairs_all, estimated=True,
-                           seconds=per_pair * pairs_all, per_image=per_pair * pairs_all / n)  # fmt: skip
+                    record(
+                        stage="matching",
+                        mp=mp,
+                        n=n,
+                        matcher=matcher,
+                        pairs=pairs_all,
+                        estimated=True,
+                        seconds=per_pair * pairs_all,
+                        per_image=per_pair * pairs_all / n,
+                    )
                 continue
             db = work / f"{matcher}_{n}.db"
             if not db.exists():
@@ -204,39 +229,66 @@ def _one_size(pycolmap, args: argparse.Namespace, mp: int, folder: Path, truth: 
                 partial.rename(db)
                 if matcher == "exhaustive":
                     per_pair = secs / max(matched, 1)
-                record(stage="matching", mp=mp, n=n, matcher=matcher, neighbors=args.neighbors, pairs=matched,
-                       verified=verified, seconds=secs, cpu_seconds=cpu,
-                       per_image=secs / n, per_pair=secs / max(matched, 1))  # fmt: skip
+                record(
+                    stage="matching",
+                    mp=mp,
+                    n=n,
+                    matcher=matcher,
+                    neighbors=args.neighbors,
+                    pairs=matched,
+                    verified=verified,
+                    seconds=secs,
+                    cpu_seconds=cpu,
+                    per_image=secs / n,
+                    per_pair=secs / max(matched, 1),
+                )
             for mapper in args.mappers.split(","):
                 sparse = work / f"sparse_{matcher}_{mapper}_{n}"
                 shutil.rmtree(sparse, ignore_errors=True)
                 recs, timing = map_once(pycolmap, db, folder / "images", sparse, opts, mapper, work / "colmap.log")
-                row = dict(stage="mapping", mp=mp, n=n, matcher=matcher, mapper=mapper, **timing,
-                           per_image=timing["seconds"] / n)  # fmt: skip
+                row = dict(
+                    stage="mapping",
+                    mp=mp,
+                    n=n,
+                    matcher=matcher,
+                    mapper=mapper,
+                    **timing,
+                    per_image=timing["seconds"] / n,
+                )
                 if recs:
                     best = max(recs, key=lambda k: recs[k].num_reg_images())
                     model_dir = sparse / f"best{best}"
                     model_dir.mkdir()
                     recs[best].write(str(model_dir))
                     score = compare_cameras(read_model(model_dir), only(truth, names))
-                    row.update(models=len(recs), registered=score.registered, centre_median=score.centre_median,
-                               centre_max=score.centre_max, rotation_median_deg=score.rotation_median_deg,
-                               focal_rel=score.focal_rel, points=int(recs[best].num_points3D()),
-                               reprojection_px=float(recs[best].compute_mean_reprojection_error()))  # fmt: skip
+                    row.update(
+                        models=len(recs),
+                        registered=score.registered,
+                        centre_median=score.centre_median,
+                        centre_max=score.centre_max,
+                        rotation_median_deg=score.rotation_median_deg,
+                        focal_rel=score.focal_rel,
+                        points=int(recs[best].num_points3D()),
+                        reprojection_px=float(recs[best].compute_mean_reprojection_error()),
+                    )
                 record(**row)
 
 
 def markdown(rows: list[dict]) -> str:
     """One table row per (size, photos, matcher, mapper): the stages' seconds and the cameras' errors."""
-    out = ["| MP | photos | features | matcher: pairs, time | mapper: time | registered | centre error median / worst | total |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    out = [
+        "| MP | photos | features | matcher: pairs, time | mapper: time | registered | centre error median / worst | total |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     features = {(r["mp"], r["n"]): r for r in rows if r["stage"] == "features"}
     matching = {(r["mp"], r["n"], r["matcher"]): r for r in rows if r["stage"] == "matching"}
     for r in rows:
         if r["stage"] == "matching" and r.get("estimated"):
             f = features[(r["mp"], r["n"])]
-            out.append(f"| {r['mp']} | {r['n']} | {f['per_image']:.2f} s/image | {r['matcher']}: {r['pairs']}, "
-                       f"~{r['seconds']:.0f} s (estimate) | | | | |")  # fmt: skip
+            out.append(
+                f"| {r['mp']} | {r['n']} | {f['per_image']:.2f} s/image | {r['matcher']}: {r['pairs']}, "
+                f"~{r['seconds']:.0f} s (estimate) | | | | |"
+            )
         if r["stage"] != "mapping":
             continue
         f, m = features[(r["mp"], r["n"])], matching[(r["mp"], r["n"], r["matcher"])]
@@ -246,7 +298,7 @@ def markdown(rows: list[dict]) -> str:
             f"| {r['mp']} | {r['n']} | {feature_s:.0f} s ({f['per_image']:.2f} s/image) | {r['matcher']}: {m['pairs']}, "
             f"{m['seconds']:.0f} s | {r['mapper']}: {r['seconds']:.0f} s | {r.get('registered', 0)}/{r['n']} | {errors} | "
             f"{feature_s + m['seconds'] + r['seconds']:.0f} s |"
-        )  # fmt: skip
+        )
     return "\n".join(out)
 
 
@@ -274,15 +326,26 @@ def photos_to_model(root: Path, mp: int, n: int, config: str) -> None:
     shutil.rmtree(exp, ignore_errors=True)
     print(f"CPU: {cpu_name()}; {n} photos at {SIZES[mp][0]}x{SIZES[mp][1]}", flush=True)
     py = sys.executable
-    wall, rss = run_child([py, "scripts/process.py", "--images", str(photos), "--out", str(scene), "--downscales", "1"],
-                          root / f"process_{n}_{mp}mp.log")  # fmt: skip
+    wall, rss = run_child(
+        [py, "scripts/process.py", "--images", str(photos), "--out", str(scene), "--downscales", "1"],
+        root / f"process_{n}_{mp}mp.log",
+    )
     summary = json.loads((scene / "colmap" / "summary.json").read_text())
-    print(f"process.py: {wall:.1f} s, peak RSS {rss:.2f} GB, {len(summary['registered'])}/{n} registered, "
-          f"stages {summary['stage_seconds']}", flush=True)  # fmt: skip
-    wall, rss = run_child([py, "scripts/train.py", "--config", config, f"dataset.data_path={scene}", f"exp_dir={exp}"],
-                          root / f"train_{n}_{mp}mp.log")  # fmt: skip
+    print(
+        f"process.py: {wall:.1f} s, peak RSS {rss:.2f} GB, {len(summary['registered'])}/{n} registered, "
+        f"stages {summary['stage_seconds']}",
+        flush=True,
+    )
+    wall, rss = run_child(
+        [py, "scripts/train.py", "--config", config, f"dataset.data_path={scene}", f"exp_dir={exp}"],
+        root / f"train_{n}_{mp}mp.log",
+    )
     metrics = json.loads((exp / "metrics.json").read_text())
     aligned = metrics.get("mean_aligned", {}).get("psnr")
-    print(f"train.py: {wall:.1f} s, peak RSS {rss:.2f} GB, train_seconds {metrics['train_seconds']:.1f}, "
-          f"test PSNR {metrics['mean']['psnr']:.2f} dB" + (f" ({aligned:.2f} aligned)" if aligned else "")
-          + f", phases {metrics.get('phase_seconds')}", flush=True)  # fmt: skip
+    print(
+        f"train.py: {wall:.1f} s, peak RSS {rss:.2f} GB, train_seconds {metrics['train_seconds']:.1f}, "
+        f"test PSNR {metrics['mean']['psnr']:.2f} dB"
+        + (f" ({aligned:.2f} aligned)" if aligned else "")
+        + f", phases {metrics.get('phase_seconds')}",
+        flush=True,
+    )

@@ -65,10 +65,16 @@ def one_retrieval(n: int, per_image: int, neighbours: int) -> dict:
     end = time.perf_counter()
     ends = [t for _, t in marks[1:]] + [end]
     steps = {step: round(e - t, 2) for (step, t), e in zip(marks, ends)}
-    return dict(n=n, per_image=per_image, pairs=len(pairs), seconds=round(end - start, 2),
-                cpu_seconds=round(time.process_time() - cpu, 2), steps=steps,
-                peak_rss_gb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3),
-                rss_before_gb=round(base_gb, 3))  # fmt: skip
+    return dict(
+        n=n,
+        per_image=per_image,
+        pairs=len(pairs),
+        seconds=round(end - start, 2),
+        cpu_seconds=round(time.process_time() - cpu, 2),
+        steps=steps,
+        peak_rss_gb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 3),
+        rss_before_gb=round(base_gb, 3),
+    )
 
 
 def retrieval_rows(counts: list[int], per_image: int, neighbours: int, results: Path) -> list[dict]:

@@ -65,7 +65,7 @@ def run_steps(tree: Path, spec: dict) -> dict:
 def profile_table(tree: Path, spec: dict) -> str:
     """The torch.profiler table a step-timing worker with ``spec["profile"]`` prints."""
     stderr, _ = _steps_worker(tree, spec, "profiling")
-    return stderr[stderr.find("torch.profiler"):].rstrip()
+    return stderr[stderr.find("torch.profiler") :].rstrip()
 
 
 def compare(args: argparse.Namespace, overrides: list[str], scratch: Path) -> None:
@@ -75,8 +75,14 @@ def compare(args: argparse.Namespace, overrides: list[str], scratch: Path) -> No
         head, rev, own = revision.compare_spec(text)
         tree = revision.tree_for(rev)
         cfg = revision.config_file(head.partition("@")[0], tree, scratch)
-        spec = {"config": str(cfg), "overrides": overrides + own, "backend": "native", "val_every": args.val_every,
-                "out": str(args.out / f"compare_{i}"), "keep_hooks": KEEP_HOOKS}
+        spec = {
+            "config": str(cfg),
+            "overrides": overrides + own,
+            "backend": "native",
+            "val_every": args.val_every,
+            "out": str(args.out / f"compare_{i}"),
+            "keep_hooks": KEEP_HOOKS,
+        }
         name = head if not own else f"{head} +{'+'.join(own)}"
         print(f"run {i}: {name} ({revision.label(rev)}, config {cfg})")
         runs.append(CurveRun(name, tree, spec))
@@ -91,28 +97,42 @@ def compare(args: argparse.Namespace, overrides: list[str], scratch: Path) -> No
 def time_steps(args: argparse.Namespace, trees: list[tuple[str, Path]], cfg: Path, overrides: list[str]) -> None:
     """Step time per backend, alternating between the trees (``--against``) ``--rounds`` times."""
     step_overrides = overrides + ([] if args.densify else ["strategy=null"])
-    print(f"config {args.config} ({cfg}), {args.steps} timed steps after {args.warmup} warm-up"
-          f"{', densifying' if args.densify else ', fixed N'}")
+    print(
+        f"config {args.config} ({cfg}), {args.steps} timed steps after {args.warmup} warm-up"
+        f"{', densifying' if args.densify else ', fixed N'}"
+    )
     per_backend: dict[str, float] = {}
     for backend in args.backends:
         per_step: dict[str, list[float]] = {name: [] for name, _ in trees}
-        spec = {"config": str(cfg), "overrides": step_overrides, "backend": backend, "steps": args.steps,
-                "warmup": args.warmup, "out": str(args.out / backend), "keep_hooks": KEEP_HOOKS,
-                "init_ply": str(args.init_ply.resolve()) if args.init_ply else None}
+        spec = {
+            "config": str(cfg),
+            "overrides": step_overrides,
+            "backend": backend,
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "out": str(args.out / backend),
+            "keep_hooks": KEEP_HOOKS,
+            "init_ply": str(args.init_ply.resolve()) if args.init_ply else None,
+        }
         for _ in range(args.rounds if args.against else 1):
             for name, tree in trees:  # alternating, so drifting machine load hits both trees alike
                 res = run_steps(tree, spec)
                 per_step[name].append(res["seconds"] / args.steps)
-                print(f"{backend:>7} {name:>22}: {args.steps} steps in {res['seconds']:.2f} s = "
-                      f"{args.steps / res['seconds']:.2f} steps/s, {1e3 * res['seconds'] / args.steps:.1f} ms/step "
-                      f"({res['size']}, N {res['n0']} -> {res['n1']}, {res['threads']} threads)", flush=True)
+                print(
+                    f"{backend:>7} {name:>22}: {args.steps} steps in {res['seconds']:.2f} s = "
+                    f"{args.steps / res['seconds']:.2f} steps/s, {1e3 * res['seconds'] / args.steps:.1f} ms/step "
+                    f"({res['size']}, N {res['n0']} -> {res['n1']}, {res['threads']} threads)",
+                    flush=True,
+                )
         if args.profile:  # extra runs, not timed: the profiler slows what it watches
             for name, tree in trees:
                 print(f"\n{backend} {name}: {profile_table(tree, dict(spec, profile=args.profile))}", flush=True)
         if args.against:
             old, new = (statistics.median(per_step[name]) for name, _ in trees)
-            print(f"{backend:>7}: working tree {1e3 * new:.1f} ms/step vs {trees[0][0]} {1e3 * old:.1f} ms/step "
-                  f"(medians of {args.rounds}): {old / new:.2f}x faster per step")
+            print(
+                f"{backend:>7}: working tree {1e3 * new:.1f} ms/step vs {trees[0][0]} {1e3 * old:.1f} ms/step "
+                f"(medians of {args.rounds}): {old / new:.2f}x faster per step"
+            )
         per_backend[backend] = statistics.median(per_step["working tree"])
     if "torch" in per_backend and "native" in per_backend:
         print(f"working tree: native is {per_backend['torch'] / per_backend['native']:.1f}x faster per step than torch")
@@ -121,10 +141,21 @@ def time_steps(args: argparse.Namespace, trees: list[tuple[str, Path]], cfg: Pat
 def time_to_psnr(args: argparse.Namespace, trees: list[tuple[str, Path]], cfg: Path, overrides: list[str]) -> None:
     """``--time-to-psnr`` after step timing: each tree trains the config's schedule until the target."""
     print(f"\ntime to {args.time_to_psnr} dB val PSNR (native, config schedule):")
-    runs = [CurveRun(name, tree, {"config": str(cfg), "overrides": overrides, "backend": "native",
-                                  "val_every": args.val_every, "out": str(args.out / f"ttp_{i}"),
-                                  "keep_hooks": KEEP_HOOKS})
-            for i, (name, tree) in enumerate(trees)]  # fmt: skip
+    runs = [
+        CurveRun(
+            name,
+            tree,
+            {
+                "config": str(cfg),
+                "overrides": overrides,
+                "backend": "native",
+                "val_every": args.val_every,
+                "out": str(args.out / f"ttp_{i}"),
+                "keep_hooks": KEEP_HOOKS,
+            },
+        )
+        for i, (name, tree) in enumerate(trees)
+    ]
     run_curves(runs, args.time_to_psnr, args.max_seconds, stop_at_target=True)
     print_time_to(runs, args.time_to_psnr)
 
@@ -136,18 +167,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=60, help="timed steps per backend")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--densify", action="store_true", help="keep the config's densification (N then grows)")
-    p.add_argument("--init-ply", type=Path, metavar="PLY",
-                   help="step timing: start from this trained model's Gaussians (from 2/3 of max_steps)")
-    p.add_argument("--time-to-psnr", type=float, metavar="DB", help="train until val PSNR >= DB (curve modes: report it)")
+    p.add_argument(
+        "--init-ply",
+        type=Path,
+        metavar="PLY",
+        help="step timing: start from this trained model's Gaussians (from 2/3 of max_steps)",
+    )
+    p.add_argument(
+        "--time-to-psnr", type=float, metavar="DB", help="train until val PSNR >= DB (curve modes: report it)"
+    )
     p.add_argument("--val-every", type=int, default=100)
     p.add_argument("--against", metavar="REV", help="measure REV's code and the working tree's, alternating")
     p.add_argument("--rounds", type=int, default=2, help="--against step timing: alternating rounds per tree")
-    p.add_argument("--profile", type=int, metavar="ROWS",
-                   help="step timing: then one more, untimed run per tree under torch.profiler; prints its top ROWS ops")
+    p.add_argument(
+        "--profile",
+        type=int,
+        metavar="ROWS",
+        help="step timing: then one more, untimed run per tree under torch.profiler; prints its top ROWS ops",
+    )
     p.add_argument("--compare", nargs="+", metavar="CFG[@REV][+k=v]", help="whole val-PSNR curves, side by side")
     p.add_argument("--max-seconds", type=float, help="curve modes: stop a run after this many training seconds")
-    p.add_argument("--scene", choices=("demo", *SCENES), default="demo",
-                   help="photo / clutter / photo160 / outdoor: generate that COLMAP scene (benchmarks/datasets.py) and train on it")
+    p.add_argument(
+        "--scene",
+        choices=("demo", *SCENES),
+        default="demo",
+        help="photo / clutter / photo160 / outdoor: generate that COLMAP scene (benchmarks/datasets.py) and train on it",
+    )
     p.add_argument("--plot", type=Path, help="curve modes: write PSNR-vs-seconds/steps PNG here")
     add_run_arguments(p, __name__)
     args = p.parse_args(argv)
@@ -156,8 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     overrides = list(args.overrides)
     if args.scene != "demo":
         overrides = [f"dataset.data_path={scene_root(args.scene)}", "dataset.white_background=false", *overrides]
-    print(f"{os.cpu_count()} CPUs, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
-          f"load average {load_average()}")
+    print(
+        f"{os.cpu_count()} CPUs, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
+        f"load average {load_average()}"
+    )
     if args.compare:
         compare(args, overrides, scratch)
         return 0

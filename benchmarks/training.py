@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from benchmarks.workers import emit
 
@@ -69,15 +70,24 @@ def steps(spec: dict) -> dict:
             for _ in range(spec["steps"]):
                 one_step(trainer, next(it))
         table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=spec["profile"])
-        print(f"torch.profiler, {spec['steps']} steps (native extension calls outside autograd ops are "
-              f"not listed, e.g. binning):\n{table}", file=sys.stderr)
+        print(
+            f"torch.profiler, {spec['steps']} steps (native extension calls outside autograd ops are "
+            f"not listed, e.g. binning):\n{table}",
+            file=sys.stderr,
+        )
     else:
         for _ in range(spec["steps"]):
             one_step(trainer, next(it))
     seconds = time.perf_counter() - start
     cam = trainer.dataset.train_views[0].camera
-    return {"seconds": seconds, "n0": n0, "n1": trainer.model.num_gaussians, "size": f"{cam.width}x{cam.height}",
-            "threads": torch.get_num_threads(), "torch": torch.__version__}
+    return {
+        "seconds": seconds,
+        "n0": n0,
+        "n1": trainer.model.num_gaussians,
+        "size": f"{cam.width}x{cam.height}",
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
 
 
 def _phase_seconds(name: str) -> float:
@@ -108,12 +118,25 @@ def curve(spec: dict) -> None:
             one_step(trainer, next(it))
         seconds += time.perf_counter() - start  # validation is not counted
         psnr = trainer.validation()["psnr"]
-        emit({"step": trainer.global_step, "seconds": seconds, "psnr": psnr, "n": trainer.model.num_gaussians,
-              "done": trainer.global_step >= max_steps})
+        emit(
+            {
+                "step": trainer.global_step,
+                "seconds": seconds,
+                "psnr": psnr,
+                "n": trainer.model.num_gaussians,
+                "done": trainer.global_step >= max_steps,
+            }
+        )
     test = trainer._evaluate("test", list(trainer.dataset.test_views), None)
     psnrs = [m["psnr"] for m in test.values()]
-    emit({"test_psnr": sum(psnrs) / max(len(psnrs), 1), "step": trainer.global_step, "seconds": seconds,
-          "half_fitted_psnr": _half_fitted(trainer)})
+    emit(
+        {
+            "test_psnr": sum(psnrs) / max(len(psnrs), 1),
+            "step": trainer.global_step,
+            "seconds": seconds,
+            "half_fitted_psnr": _half_fitted(trainer),
+        }
+    )
 
 
 def _half_fitted(trainer: Any) -> float | None:

@@ -27,9 +27,13 @@ def build_model(n: int, sh_degree: int = 3) -> Any:
 
     s = make_scene(160, 160, n, sh_degree)
     params = {
-        "means": s["means"], "quats": s["quats"], "scales": torch.log(s["scales"]),
-        "opacities": torch.logit(s["opacities"]), "sh0": s["colors"][:, :1], "shN": s["colors"][:, 1:],
-    }  # fmt: skip
+        "means": s["means"],
+        "quats": s["quats"],
+        "scales": torch.log(s["scales"]),
+        "opacities": torch.logit(s["opacities"]),
+        "sh0": s["colors"][:, :1],
+        "shN": s["colors"][:, 1:],
+    }
     model = GaussianModel(GaussianModel.Config(sh_degree=sh_degree, init_num_points=1))
     model.load_params(params)
     model.step = 10**6
@@ -53,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     print("| Gaussians | frame | render | JPEG encode | total | fps |")
     print("| --- | --- | --- | --- | --- | --- |")
     for n in (int(c) for c in args.counts.split(",")):
-        scene = SceneView(build_model(n), GaussianRenderer(GaussianRenderer.Config(backend=args.backend)), (0.0, 0.0, 0.0))
+        scene = SceneView(
+            build_model(n), GaussianRenderer(GaussianRenderer.Config(backend=args.backend)), (0.0, 0.0, 0.0)
+        )
         for long_side in (int(s) for s in args.sizes.split(",")):
             w, h = render_size(1920, 1080, long_side)
             view = ViewState((1.0, 0.0, 0.0, 0.0), (0.0, 0.0, -3.0), 2 * math.atan(0.5), 1920, 1080)

@@ -51,7 +51,7 @@ def emit(payload: dict) -> None:
 
 def results(stdout: str) -> list[dict]:
     """The result lines in a worker's stdout, in order."""
-    return [json.loads(line[len(TAG):]) for line in stdout.splitlines() if line.startswith(TAG)]
+    return [json.loads(line[len(TAG) :]) for line in stdout.splitlines() if line.startswith(TAG)]
 
 
 def stderr_tail(proc: subprocess.CompletedProcess, lines: int = 1) -> str:
@@ -111,8 +111,14 @@ def train_script(tree: Path, config: Path, overrides: list[str], exp_dir: Path) 
     """Train in a fresh process of ``tree``'s own ``scripts/train.py``, as a user starts a run (every
     revision has that script); its metrics.json plus ``wall_seconds``."""
     exp_dir = exp_dir.resolve()  # the run's working folder is the tree
-    cmd = [sys.executable, str(tree / "scripts" / "train.py"), "--config", str(config.resolve()), f"exp_dir={exp_dir}",
-           *overrides]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(tree / "scripts" / "train.py"),
+        "--config",
+        str(config.resolve()),
+        f"exp_dir={exp_dir}",
+        *overrides,
+    ]
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=environment(tree), cwd=tree, capture_output=True, text=True)
     wall = time.perf_counter() - start

@@ -13,13 +13,13 @@ CPU tensors (gsplat's CUDA stages swapped for torch stand-ins); nothing else cha
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Literal, Union
+from typing import Literal
 
 import torch
 
 from . import kernels
 
-DeviceLike = Union[str, torch.device]
+DeviceLike = str | torch.device
 Rasterizer = Literal["gsplat", "native", "torch"]
 
 
@@ -63,7 +63,9 @@ def ssim_backend(device: DeviceLike, native_loaded: Callable[[], bool]) -> Liter
     return "torch"
 
 
-def position_noise_backend(device: DeviceLike, native_loaded: Callable[[], bool]) -> Literal["triton", "native", "torch"]:
+def position_noise_backend(
+    device: DeviceLike, native_loaded: Callable[[], bool]
+) -> Literal["triton", "native", "torch"]:
     """Where MCMC's position noise runs for Gaussians on ``device``: one Triton kernel on CUDA
     (``kernels/mcmc_noise.py``; torch's covariances and batched 3x3 products cost ~3 ms of a step
     at 1M Gaussians there), the native extension's one pass on the CPU when it is already loaded

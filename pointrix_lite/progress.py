@@ -71,8 +71,14 @@ def phase(name: str, total: int | None = None, unit: str = "", show: bool = True
     bar: Progress | None = None
     task = None
     if show and out.is_terminal:
-        bar = Progress(TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                       console=out, transient=True)  # fmt: skip
+        bar = Progress(
+            TextColumn(f"[bold]{name}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=out,
+            transient=True,
+        )
         task = bar.add_task(name, total=total)
         bar.start()
 

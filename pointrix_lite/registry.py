@@ -78,7 +78,7 @@ class Registry:
             f"{key_path}: unknown {self.name} {name!r};{hint} registered: {', '.join(self.names()) or '(none)'}"
         )
 
-    def build(self, cfg: "Component | Mapping[str, Any]", key_path: str = "", **extra: Any) -> Any:
+    def build(self, cfg: Component | Mapping[str, Any], key_path: str = "", **extra: Any) -> Any:
         """Instantiate the selected class with its typed ``Config``.
 
         Args:
@@ -92,7 +92,7 @@ class Registry:
         cls = self.get(component.type, f"{key_path or self.name}.type")
         return cls(**extra) if component.config is None else cls(component.config, **extra)
 
-    def resolve(self, cfg: Mapping[str, Any], key_path: str = "", **extra: Any) -> "Component":
+    def resolve(self, cfg: Mapping[str, Any], key_path: str = "", **extra: Any) -> Component:
         """Check ``cfg`` against the selected class's ``Config`` without building it.
 
         ``extra``: engine keys kept beside the options (a hook's ``priority`` and ``enabled``).
@@ -156,7 +156,7 @@ class Component(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"Component({dict(self)!r})"
 
-    def replace(self, **options: Any) -> "Component":
+    def replace(self, **options: Any) -> Component:
         """A copy with ``options`` changed; the ``Config`` checks the new values as at load.
 
         Raises:

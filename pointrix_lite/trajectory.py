@@ -9,8 +9,8 @@ axes (x right, y down, z forward).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 import torch
 from torch import Tensor

@@ -1,4 +1,5 @@
 """Export trained Gaussians for web splat viewers (.splat, compressed PLY) or as a full PLY; see --help and docs/export.md."""
+
 import sys
 from pathlib import Path
 

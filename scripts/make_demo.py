@@ -1,7 +1,7 @@
 """Generate the demo scene (both layouts) under data/demo/, or wherever --out says.
 
-    python scripts/make_demo.py            # data/demo, skipped if it exists
-    python scripts/make_demo.py --force    # regenerate
+python scripts/make_demo.py            # data/demo, skipped if it exists
+python scripts/make_demo.py --force    # regenerate
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
 """Merge the blocks trained by train_blocks.py into one PLY; see --help and docs/distributed.md."""
+
 import sys
 from pathlib import Path
 

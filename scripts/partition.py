@@ -1,4 +1,5 @@
 """Split a COLMAP scene into spatial blocks; see `python scripts/partition.py --help` and docs/distributed.md."""
+
 import sys
 from pathlib import Path
 

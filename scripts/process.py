@@ -1,4 +1,5 @@
 """Photos or a video -> a COLMAP scene to train on; see `python scripts/process.py --help` and docs/data.md."""
+
 import sys
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Re-render a trained model (test split + metrics, or a camera-path video); see --help and docs/usage.md."""
+
 import sys
 from pathlib import Path
 

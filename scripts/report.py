@@ -1,4 +1,5 @@
 """Write report.html (curves, test views, scores, phase times, config) into a run folder; see --help and docs/usage.md."""
+
 import sys
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Train from a YAML config; see `python scripts/train.py --help` and README.md."""
+
 import sys
 from pathlib import Path
 

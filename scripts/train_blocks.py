@@ -1,4 +1,5 @@
 """Train the blocks of a partition (alone, under torchrun or as a job array); see --help and docs/distributed.md."""
+
 import sys
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Fly around a trained model in the browser (viser); see --help and docs/viewer.md."""
+
 import sys
 from pathlib import Path
 

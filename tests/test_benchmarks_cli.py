@@ -70,11 +70,20 @@ def test_a_worker_imports_pointrix_lite_from_its_tree_from_any_folder(tmp_path: 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {"PYTHONPATH": str(REPO)}  # a PYTHONPATH naming this checkout must not shadow the tree
-    proc = subprocess.run(workers.command("pointrix_lite:where", {"x": 1}), cwd=elsewhere, capture_output=True,
-                          text=True, timeout=60, env=workers.environment(tree, env))  # fmt: skip
+    proc = subprocess.run(
+        workers.command("pointrix_lite:where", {"x": 1}),
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=workers.environment(tree, env),
+    )
     assert proc.returncode == 0, proc.stderr
     (result,) = workers.results(proc.stdout)
-    assert result == {"pointrix_lite": str(tree / "pointrix_lite" / "__init__.py"),
-                      "benchmarks": str(REPO / "benchmarks" / "__init__.py"), "spec": {"x": 1}}  # fmt: skip
+    assert result == {
+        "pointrix_lite": str(tree / "pointrix_lite" / "__init__.py"),
+        "benchmarks": str(REPO / "benchmarks" / "__init__.py"),
+        "spec": {"x": 1},
+    }
     assert "PYTHONPATH" not in workers.environment(tree, env)
     assert workers.environment(tree, {"PYTHONPATH": f"/opt/site{os.pathsep}{REPO}"})["PYTHONPATH"] == "/opt/site"

@@ -30,9 +30,12 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 def add_plugin_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--plugin", action="append", default=[], metavar="FILE.py",
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="FILE.py",
         help="import a Python file that registers custom components (repeatable)",
-    )  # fmt: skip
+    )
 
 
 def load_components(plugins: Iterable[str]) -> None:
@@ -46,7 +49,9 @@ def load_components(plugins: Iterable[str]) -> None:
         load_plugin(plugin)
 
 
-def model_source_parser(prog: str, description: str, epilog: str, exp_dir_help: str, ply_help: str) -> OneLineErrorParser:
+def model_source_parser(
+    prog: str, description: str, epilog: str, exp_dir_help: str, ply_help: str
+) -> OneLineErrorParser:
     """The parser of a command that reads trained Gaussians, with its source options:
     ``--exp-dir DIR [--checkpoint CKPT]`` or ``--ply FILE``."""
     parser = OneLineErrorParser(prog=prog, description=description, epilog=epilog)

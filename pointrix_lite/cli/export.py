@@ -38,20 +38,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = model_source_parser(
         "export.py",
         "Export trained Gaussians for web splat viewers (.splat, PlayCanvas compressed PLY, SPZ, SOG, glTF) or as a full PLY.",
-        EXAMPLES, exp_dir_help="experiment folder written by train.py (its latest checkpoint)", ply_help="a full-precision 3DGS PLY file",
-    )  # fmt: skip
+        EXAMPLES,
+        exp_dir_help="experiment folder written by train.py (its latest checkpoint)",
+        ply_help="a full-precision 3DGS PLY file",
+    )
     # Not argparse choices: an unknown format is a one-line error that lists the known ones.
     p.add_argument("--format", required=True, help=f"output format: {', '.join(FORMATS)}")
     p.add_argument("--out", type=Path, help="output file (or an existing folder to write the default name into)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
-    p.add_argument("--min-opacity", type=float, metavar="A", help="drop Gaussians whose opacity (alpha, 0..1) is below A")
-    p.add_argument("--box", type=float, nargs=6, metavar=("X0", "Y0", "Z0", "X1", "Y1", "Z1"), help="keep centres inside this box")
-    p.add_argument("--sphere", type=float, nargs=4, metavar=("CX", "CY", "CZ", "R"), help="keep centres inside this sphere")
+    p.add_argument(
+        "--min-opacity", type=float, metavar="A", help="drop Gaussians whose opacity (alpha, 0..1) is below A"
+    )
+    p.add_argument(
+        "--box", type=float, nargs=6, metavar=("X0", "Y0", "Z0", "X1", "Y1", "Z1"), help="keep centres inside this box"
+    )
+    p.add_argument(
+        "--sphere", type=float, nargs=4, metavar=("CX", "CY", "CZ", "R"), help="keep centres inside this sphere"
+    )
     p.add_argument("--sh-degree", type=int, metavar="D", help="keep SH bands up to degree D (0..3)")
     p.add_argument(
-        "--spz-frame", metavar="FRAME",
+        "--spz-frame",
+        metavar="FRAME",
         help="axes of a --format spz file: rdf (PLY's, default: SuperSplat, Spark, Babylon.js) or rub (Niantic's spz library)",
-    )  # fmt: skip
+    )
     return p
 
 
@@ -112,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
     if fmt.name == "spz":  # the file cannot say which axes it holds (docs/export.md, "SPZ coordinates")
         print(f"  axes: {args.spz_frame or 'rdf'} ({SPZ_FRAME_NOTES[args.spz_frame or 'rdf']})")
     if not out.name.endswith(fmt.suffix):  # viewers choose their reader by the file name
-        print(f"note: {out.name} does not end in {fmt.suffix}, which viewers use to recognise {fmt.name}", file=sys.stderr)
+        print(
+            f"note: {out.name} does not end in {fmt.suffix}, which viewers use to recognise {fmt.name}", file=sys.stderr
+        )
     return 0
 
 

@@ -16,11 +16,16 @@ from .common import OneLineErrorParser, run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineErrorParser(prog="merge_blocks.py", description="Merge the blocks trained by train_blocks.py into one PLY.",
-                           epilog="example: merge_blocks.py --manifest data/city_blocks/manifest.json --out outputs/city")  # fmt: skip
+    p = OneLineErrorParser(
+        prog="merge_blocks.py",
+        description="Merge the blocks trained by train_blocks.py into one PLY.",
+        epilog="example: merge_blocks.py --manifest data/city_blocks/manifest.json --out outputs/city",
+    )
     p.add_argument("--manifest", type=Path, required=True, help="manifest.json written by partition.py (or its folder)")
     p.add_argument("--out", type=Path, required=True, help="output folder: point_cloud.ply, config.yaml, merge.json")
-    p.add_argument("--runs", type=Path, help="the blocks' runs (default: runs/ beside the manifest, as train_blocks.py)")
+    p.add_argument(
+        "--runs", type=Path, help="the blocks' runs (default: runs/ beside the manifest, as train_blocks.py)"
+    )
     return p
 
 
@@ -34,9 +39,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"merge: {len(manifest.blocks)} blocks from {runs}")
     ply, counts = merge_blocks(manifest, runs, args.out)
     total = sum(c.kept for c in counts)
-    print(f"merge: {total:,} Gaussians of {sum(c.total for c in counts):,} -> {ply} in {time.perf_counter() - start:.1f} s")
-    print(f"next: {sys.executable} scripts/render.py --ply {ply} --data {manifest.scene}   # scores the "
-          f"{len(manifest.test_views)} test views of the whole scene")  # fmt: skip
+    print(
+        f"merge: {total:,} Gaussians of {sum(c.total for c in counts):,} -> {ply} in {time.perf_counter() - start:.1f} s"
+    )
+    print(
+        f"next: {sys.executable} scripts/render.py --ply {ply} --data {manifest.scene}   # scores the "
+        f"{len(manifest.test_views)} test views of the whole scene"
+    )
     print(f"      {sys.executable} scripts/export.py --ply {ply} --format splat")
     return 0
 

@@ -27,23 +27,45 @@ def _grid(text: str) -> tuple[int, int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineErrorParser(prog="partition.py", epilog=EXAMPLES,
-                           description="Split a COLMAP scene (images/ + sparse/0) into spatial blocks to train apart.")  # fmt: skip
+    p = OneLineErrorParser(
+        prog="partition.py",
+        epilog=EXAMPLES,
+        description="Split a COLMAP scene (images/ + sparse/0) into spatial blocks to train apart.",
+    )
     p.add_argument("--scene", type=Path, required=True, help="COLMAP scene folder (images/ and sparse/0/)")
     p.add_argument("--out", type=Path, required=True, help="output folder: blocks/ and manifest.json")
     how = p.add_mutually_exclusive_group()
-    how.add_argument("--grid", type=_grid, default=(2, 2), metavar="NxM",
-                     help="a grid of N x M equal cells along the ground's major and minor axis (default 2x2)")
+    how.add_argument(
+        "--grid",
+        type=_grid,
+        default=(2, 2),
+        metavar="NxM",
+        help="a grid of N x M equal cells along the ground's major and minor axis (default 2x2)",
+    )
     how.add_argument("--kd", type=int, metavar="K", help="K blocks of about equal point counts (k-d split)")
     p.add_argument("--margin", type=float, default=0.15, help="overlap on each side, fraction of a cell (default 0.15)")
-    p.add_argument("--min-share", type=float, default=0.15,
-                   help="a view trains a block when this share of its image shows the block (default 0.15)")
-    p.add_argument("--up", choices=UP_CHOICES, default="auto", help="the scene's up axis (default: from the cameras, else PCA)")
-    p.add_argument("--test-every", type=int, default=8,
-                   help="every n-th image sorted by name is a test view, held out of every block (default 8, as "
-                   "ColmapDataset and render.py; 0: none)")  # fmt: skip
-    p.add_argument("--links", choices=("hardlink", "symlink", "copy"), default="hardlink",
-                   help="how block folders get their images (default hardlink; falls back to symlink, then copy)")
+    p.add_argument(
+        "--min-share",
+        type=float,
+        default=0.15,
+        help="a view trains a block when this share of its image shows the block (default 0.15)",
+    )
+    p.add_argument(
+        "--up", choices=UP_CHOICES, default="auto", help="the scene's up axis (default: from the cameras, else PCA)"
+    )
+    p.add_argument(
+        "--test-every",
+        type=int,
+        default=8,
+        help="every n-th image sorted by name is a test view, held out of every block (default 8, as "
+        "ColmapDataset and render.py; 0: none)",
+    )
+    p.add_argument(
+        "--links",
+        choices=("hardlink", "symlink", "copy"),
+        default="hardlink",
+        help="how block folders get their images (default hardlink; falls back to symlink, then copy)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace a partition already in --out")
     return p
 
@@ -60,14 +82,24 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--kd: must be >= 1, got {args.kd}")
     if args.test_every < 0:
         raise ConfigError(f"--test-every: must be >= 0, got {args.test_every}")
-    opts = SplitOptions(split="kd" if args.kd else "grid", grid=args.grid, blocks=args.kd or 0, margin=args.margin,
-                        min_share=args.min_share, up=args.up, test_every=args.test_every, links=args.links,
-                        overwrite=args.overwrite)  # fmt: skip
+    opts = SplitOptions(
+        split="kd" if args.kd else "grid",
+        grid=args.grid,
+        blocks=args.kd or 0,
+        margin=args.margin,
+        min_share=args.min_share,
+        up=args.up,
+        test_every=args.test_every,
+        links=args.links,
+        overwrite=args.overwrite,
+    )
     manifest = split_scene(args.scene, args.out, opts)
     if args.test_every not in (0, 8):
         print(f"note: render.py --ply scores every 8th view; this partition held out every {args.test_every}th")
     print(f"manifest: {manifest.path}")
-    print(f"next: torchrun --nproc_per_node N scripts/train_blocks.py --manifest {manifest.path} --config configs/colmap_cpu.yaml")
+    print(
+        f"next: torchrun --nproc_per_node N scripts/train_blocks.py --manifest {manifest.path} --config configs/colmap_cpu.yaml"
+    )
     return 0
 
 

@@ -121,4 +121,3 @@ def os_error_message(exc: OSError) -> str | None:
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"{where}{exc.strerror}" if where else f"{exc.strerror} while writing outputs"
     return None
-

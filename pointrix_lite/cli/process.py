@@ -21,8 +21,15 @@ from pathlib import Path
 from ..errors import DataError
 from ..process.colmap_log import LOG_NAME
 from ..process.options import (
-    CAMERA_MODELS, CLUSTER_IMAGES, CLUSTER_OVERLAP, EXHAUSTIVE_MAX_IMAGES, MAPPERS, MATCHERS,
-    RETRIEVAL_NEIGHBORS, RETRIEVAL_OVERLAP, ProcessOptions,
+    CAMERA_MODELS,
+    CLUSTER_IMAGES,
+    CLUSTER_OVERLAP,
+    EXHAUSTIVE_MAX_IMAGES,
+    MAPPERS,
+    MATCHERS,
+    RETRIEVAL_NEIGHBORS,
+    RETRIEVAL_OVERLAP,
+    ProcessOptions,
 )
 from .common import EXIT_CRASH, EXIT_INTERRUPTED, EXIT_OK, EXIT_USER_ERROR, run_command
 
@@ -40,37 +47,74 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--images", type=Path, help="folder of photos (one camera)")
     src.add_argument("--video", type=Path, help="video file (frames are extracted with ffmpeg)")
     p.add_argument("--out", type=Path, required=True, help="output folder")
-    p.add_argument("--camera-model", choices=CAMERA_MODELS, default="SIMPLE_RADIAL",
-                   help="lens model (default SIMPLE_RADIAL; OPENCV can squash focal lengths on small sets)")
-    p.add_argument("--matcher", choices=MATCHERS, default="auto",
-                   help=f"auto: exhaustive up to {EXHAUSTIVE_MAX_IMAGES} images, retrieval above (vocab_tree when "
-                   "--vocab-tree is given)")
-    p.add_argument("--retrieval-neighbors", type=int, default=RETRIEVAL_NEIGHBORS, metavar="K",
-                   help=f"retrieval: match each image with its K most similar images (and the next "
-                   f"{RETRIEVAL_OVERLAP} by name)")
-    p.add_argument("--vocab-tree", type=Path, help="vocabulary tree file: enables vocab_tree matching and "
-                   "loop detection in sequential matching (never downloaded)")
-    p.add_argument("--mapper", choices=MAPPERS, default="auto",
-                   help="auto: incremental up to --cluster-images images, hierarchical (clusters mapped apart, "
-                   "then merged) above; global: GLOMAP")
-    p.add_argument("--cluster-images", type=int, default=CLUSTER_IMAGES, metavar="N",
-                   help=f"hierarchical: at most N images per cluster, plus {CLUSTER_OVERLAP} shared with its "
-                   f"neighbour (default {CLUSTER_IMAGES})")
+    p.add_argument(
+        "--camera-model",
+        choices=CAMERA_MODELS,
+        default="SIMPLE_RADIAL",
+        help="lens model (default SIMPLE_RADIAL; OPENCV can squash focal lengths on small sets)",
+    )
+    p.add_argument(
+        "--matcher",
+        choices=MATCHERS,
+        default="auto",
+        help=f"auto: exhaustive up to {EXHAUSTIVE_MAX_IMAGES} images, retrieval above (vocab_tree when "
+        "--vocab-tree is given)",
+    )
+    p.add_argument(
+        "--retrieval-neighbors",
+        type=int,
+        default=RETRIEVAL_NEIGHBORS,
+        metavar="K",
+        help=f"retrieval: match each image with its K most similar images (and the next {RETRIEVAL_OVERLAP} by name)",
+    )
+    p.add_argument(
+        "--vocab-tree",
+        type=Path,
+        help="vocabulary tree file: enables vocab_tree matching and "
+        "loop detection in sequential matching (never downloaded)",
+    )
+    p.add_argument(
+        "--mapper",
+        choices=MAPPERS,
+        default="auto",
+        help="auto: incremental up to --cluster-images images, hierarchical (clusters mapped apart, "
+        "then merged) above; global: GLOMAP",
+    )
+    p.add_argument(
+        "--cluster-images",
+        type=int,
+        default=CLUSTER_IMAGES,
+        metavar="N",
+        help=f"hierarchical: at most N images per cluster, plus {CLUSTER_OVERLAP} shared with its "
+        f"neighbour (default {CLUSTER_IMAGES})",
+    )
     p.add_argument("--max-image-size", type=int, default=3200, help="features are found on images downsized to this")
     p.add_argument("--max-features", type=int, default=8192, help="SIFT features per image")
     p.add_argument("--num-frames", type=int, default=100, help="video: frames to extract (evenly spaced)")
     p.add_argument("--sharp-frames", action="store_true", help="video: the sharpest frame of each window")
     p.add_argument("--downscales", type=int, default=0, metavar="K", help="also write images_2 .. images_{2^K}")
     p.add_argument("--threads", type=int, default=-1, help="CPU threads for COLMAP (-1: all)")
-    p.add_argument("--masks", type=Path, help="folder of masks DIR/<photo stem>.png (0 = ignore the pixel): no "
-                   "features there; written undistorted to OUT/masks for training")
-    p.add_argument("--overwrite", action="store_true", help="replace images/, sparse/, colmap/, masks/ already in --out")
+    p.add_argument(
+        "--masks",
+        type=Path,
+        help="folder of masks DIR/<photo stem>.png (0 = ignore the pixel): no "
+        "features there; written undistorted to OUT/masks for training",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace images/, sparse/, colmap/, masks/ already in --out"
+    )
     return p
 
 
 def to_options(args: argparse.Namespace) -> ProcessOptions:
-    for key, minimum in (("max_image_size", 16), ("max_features", 16), ("num_frames", 3), ("downscales", 0),
-                         ("retrieval_neighbors", 1), ("cluster_images", MIN_CLUSTER_IMAGES)):
+    for key, minimum in (
+        ("max_image_size", 16),
+        ("max_features", 16),
+        ("num_frames", 3),
+        ("downscales", 0),
+        ("retrieval_neighbors", 1),
+        ("cluster_images", MIN_CLUSTER_IMAGES),
+    ):
         if getattr(args, key) < minimum:
             raise DataError(f"--{key.replace('_', '-')}: must be >= {minimum}, got {getattr(args, key)}")
     if args.vocab_tree is not None and not args.vocab_tree.is_file():
@@ -80,13 +124,24 @@ def to_options(args: argparse.Namespace) -> ProcessOptions:
     if args.matcher == "vocab_tree" and args.vocab_tree is None:
         raise DataError("--matcher vocab_tree needs --vocab-tree FILE (COLMAP would download one, and abort offline)")
     return ProcessOptions(
-        out=args.out, images=args.images, video=args.video, camera_model=args.camera_model, matcher=args.matcher,
-        retrieval_neighbors=args.retrieval_neighbors, vocab_tree=args.vocab_tree, mapper=args.mapper,
+        out=args.out,
+        images=args.images,
+        video=args.video,
+        camera_model=args.camera_model,
+        matcher=args.matcher,
+        retrieval_neighbors=args.retrieval_neighbors,
+        vocab_tree=args.vocab_tree,
+        mapper=args.mapper,
         cluster_images=args.cluster_images,
-        max_image_size=args.max_image_size, max_features=args.max_features, num_frames=args.num_frames,
+        max_image_size=args.max_image_size,
+        max_features=args.max_features,
+        num_frames=args.num_frames,
         sharp_frames=args.sharp_frames,
-        downscales=args.downscales, threads=args.threads, overwrite=args.overwrite, masks=args.masks,
-    )  # fmt: skip
+        downscales=args.downscales,
+        threads=args.threads,
+        overwrite=args.overwrite,
+        masks=args.masks,
+    )
 
 
 def check_inputs(opts: ProcessOptions) -> None:

@@ -25,12 +25,20 @@ import torch
 
 from ..errors import ConfigError, DataError
 from .common import (
-    add_plugin_option, check_model_source, eval_only, load_components, model_source_parser, open_experiment,
+    add_plugin_option,
+    check_model_source,
+    eval_only,
+    load_components,
+    model_source_parser,
+    open_experiment,
     run_command,
-)  # fmt: skip
+)
 
 # Layout marker -> dataset type, checked in this order by --data inference.
-LAYOUT_MARKERS: tuple[tuple[str, str], ...] = (("transforms_train.json", "NerfSyntheticDataset"), ("sparse", "ColmapDataset"))
+LAYOUT_MARKERS: tuple[tuple[str, str], ...] = (
+    ("transforms_train.json", "NerfSyntheticDataset"),
+    ("sparse", "ColmapDataset"),
+)
 EXAMPLES = (
     "examples: render.py --exp-dir outputs/demo | render.py --ply model.ply --data data/scene "
     "| render.py --exp-dir outputs/demo --trajectory orbit --frames 90"
@@ -39,13 +47,20 @@ EXAMPLES = (
 
 def build_parser() -> argparse.ArgumentParser:
     p = model_source_parser(
-        "render.py", "Re-render a trained model: test split + metrics.json, or a camera path video.", EXAMPLES,
-        exp_dir_help="experiment folder written by train.py (holds config.yaml)", ply_help="3DGS PLY file to render (needs --data)",
-    )  # fmt: skip
+        "render.py",
+        "Re-render a trained model: test split + metrics.json, or a camera path video.",
+        EXAMPLES,
+        exp_dir_help="experiment folder written by train.py (holds config.yaml)",
+        ply_help="3DGS PLY file to render (needs --data)",
+    )
     p.add_argument("--data", type=Path, help="with --ply: data set folder whose cameras to render")
     p.add_argument("--dataset-type", help="with --ply: registered dataset type (default: from the folder layout)")
-    p.add_argument("--scale", type=_scale_arg, help="with --ply: image downscale factor of the data set, or auto "
-                   "(default: the factor the run trained at, from config.yaml beside the PLY; else 1)")
+    p.add_argument(
+        "--scale",
+        type=_scale_arg,
+        help="with --ply: image downscale factor of the data set, or auto "
+        "(default: the factor the run trained at, from config.yaml beside the PLY; else 1)",
+    )
     p.add_argument("--out", type=Path, help="output folder (default: the exp dir, or <ply>_render/)")
     p.add_argument("--backend", choices=("auto", "torch", "native", "gsplat"), help="rasterizer backend override")
     p.add_argument("--trajectory", choices=("orbit",), help="render this camera path instead of the test split")
@@ -120,8 +135,9 @@ def _evaluator_from_ply(args: argparse.Namespace) -> tuple[Any, Path]:
     saved = read_orientation(turn_file)
     if saved is not None:  # trained with dataset.orientation: render the data set turned the same way
         if type_name != "ColmapDataset":
-            raise DataError(f"{turn_file}: the model was trained on a turned COLMAP scene, but --data {args.data} "
-                            f"is a {type_name}")  # fmt: skip
+            raise DataError(
+                f"{turn_file}: the model was trained on a turned COLMAP scene, but --data {args.data} is a {type_name}"
+            )
         raw["dataset"]["orientation"] = "manhattan"
     cfg = eval_only(load_experiment(None, data=raw), out, args.backend)
     evaluator = Evaluator(cfg, out, cfg.device, hooks=build_hooks(cfg.hooks), model=model)  # the PLY's Gaussians

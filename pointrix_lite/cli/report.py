@@ -28,13 +28,20 @@ def _positive(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineErrorParser(
-        prog="report.py", description="Write report.html (curves, test views, scores, times, config) into a run folder.",
+        prog="report.py",
+        description="Write report.html (curves, test views, scores, times, config) into a run folder.",
         epilog="examples: report.py outputs/demo | report.py /tmp/at1000 --max-side 256",
-    )  # fmt: skip
+    )
     p.add_argument("exp_dir", type=Path, metavar="EXP_DIR", help="a folder written by train.py or render.py")
-    p.add_argument("--max-side", type=_positive, default=MAX_SIDE,
-                   help=f"longest image side on the page in px (default {MAX_SIDE})")  # fmt: skip
-    p.add_argument("--max-views", type=_positive, default=MAX_VIEWS, help=f"test views shown with images (default {MAX_VIEWS})")
+    p.add_argument(
+        "--max-side",
+        type=_positive,
+        default=MAX_SIDE,
+        help=f"longest image side on the page in px (default {MAX_SIDE})",
+    )
+    p.add_argument(
+        "--max-views", type=_positive, default=MAX_VIEWS, help=f"test views shown with images (default {MAX_VIEWS})"
+    )
     return p
 
 

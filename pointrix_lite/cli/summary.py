@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
-from ..progress import format_phase_seconds
 from ..engine.checkpoint import find_latest
+from ..progress import format_phase_seconds
 
 
-def _fmt(value: Optional[float], digits: int) -> str:
+def _fmt(value: float | None, digits: int) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
@@ -32,10 +33,10 @@ def _metrics_line(report: dict[str, Any], suffix: str = "", label: str = "test")
 
 def format_summary(
     exp_dir: str | Path,
-    steps: Optional[int] = None,
-    train_seconds: Optional[float] = None,
-    num_gaussians: Optional[int] = None,
-    ply: Optional[Path] = None,
+    steps: int | None = None,
+    train_seconds: float | None = None,
+    num_gaussians: int | None = None,
+    ply: Path | None = None,
     metrics_file: str = "metrics.json",
 ) -> str:
     """Multi-line summary of ``exp_dir``; values in ``metrics.json`` win over the arguments.
@@ -90,7 +91,7 @@ def format_summary(
     return "\n".join(lines)
 
 
-def resume_command(exp_dir: str | Path, plugins: Iterable[str] = (), max_steps: Optional[int] = None) -> str:
+def resume_command(exp_dir: str | Path, plugins: Iterable[str] = (), max_steps: int | None = None) -> str:
     """The command that continues the run in ``exp_dir`` from its latest checkpoint (to ``max_steps``)."""
     command = f"python scripts/train.py --config {Path(exp_dir) / 'config.yaml'} --resume"
     if max_steps is not None:
@@ -107,7 +108,7 @@ def viewer_available() -> bool:
     return True
 
 
-def next_commands(exp_dir: str | Path, plugins: Iterable[str] = (), finished_steps: Optional[int] = None) -> str:
+def next_commands(exp_dir: str | Path, plugins: Iterable[str] = (), finished_steps: int | None = None) -> str:
     """What to do next with a run: view it (once a viewer is installed) and continue training it.
 
     ``finished_steps``: the run reached its ``max_steps`` at this step, so continuing needs a

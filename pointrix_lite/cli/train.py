@@ -29,12 +29,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", required=True, help="experiment YAML file")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     p.add_argument(
-        "--resume", nargs="?", const="latest", default=None, metavar="CKPT",
+        "--resume",
+        nargs="?",
+        const="latest",
+        default=None,
+        metavar="CKPT",
         help="continue from CKPT, or without a value from the latest checkpoint in exp_dir",
     )
     p.add_argument("--show-hooks", action="store_true", help="print the hook table and exit")
     p.add_argument(
-        "--viewer", action="store_true",
+        "--viewer",
+        action="store_true",
         help="watch training in the browser (ViewerHook on 127.0.0.1:--viewer-port); see docs/viewer.md",
     )
     p.add_argument("--viewer-port", type=int, default=8080, metavar="PORT", help="port for --viewer (default 8080)")
@@ -102,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
         from .summary import resume_command
 
         # A shell comment: the line still pastes as a command.
-        redo = "" if stop.phase == "training" else f"  # redoes the {stop.phase} and what follows; earlier phases are kept"
+        redo = (
+            "" if stop.phase == "training" else f"  # redoes the {stop.phase} and what follows; earlier phases are kept"
+        )
         print(f"\n{stop}\nresume with: {resume_command(exp_dir, args.plugin)}{redo}", file=sys.stderr)
         return EXIT_INTERRUPTED
     if main_process:

@@ -18,23 +18,38 @@ from pathlib import Path
 
 from .common import EXIT_CRASH, EXIT_OK, OneLineErrorParser, add_plugin_option, run_command
 
-EXAMPLES = ("example: torchrun --nproc_per_node 2 scripts/train_blocks.py --manifest data/city_blocks/manifest.json "
-            "--config configs/colmap_cpu.yaml trainer.max_steps=7000")  # fmt: skip
+EXAMPLES = (
+    "example: torchrun --nproc_per_node 2 scripts/train_blocks.py --manifest data/city_blocks/manifest.json "
+    "--config configs/colmap_cpu.yaml trainer.max_steps=7000"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineErrorParser(prog="train_blocks.py", epilog=EXAMPLES,
-                           description="Train the blocks of a partition (scripts/partition.py), one train.py run each.")  # fmt: skip
+    p = OneLineErrorParser(
+        prog="train_blocks.py",
+        epilog=EXAMPLES,
+        description="Train the blocks of a partition (scripts/partition.py), one train.py run each.",
+    )
     p.add_argument("--manifest", type=Path, required=True, help="manifest.json written by partition.py (or its folder)")
-    p.add_argument("--config", type=Path, required=True, help="experiment YAML for every block (e.g. configs/colmap_cpu.yaml)")
+    p.add_argument(
+        "--config", type=Path, required=True, help="experiment YAML for every block (e.g. configs/colmap_cpu.yaml)"
+    )
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for every block")
-    p.add_argument("--runs", type=Path, help="experiment folders, logs and status files (default: runs/ beside the manifest)")
-    p.add_argument("--only", action="append", metavar="BLOCK", help="train only this block (repeatable, or comma-separated)")
-    p.add_argument("--resume", action="store_true", help="skip finished blocks, continue the others from their latest checkpoint")
+    p.add_argument(
+        "--runs", type=Path, help="experiment folders, logs and status files (default: runs/ beside the manifest)"
+    )
+    p.add_argument(
+        "--only", action="append", metavar="BLOCK", help="train only this block (repeatable, or comma-separated)"
+    )
+    p.add_argument(
+        "--resume", action="store_true", help="skip finished blocks, continue the others from their latest checkpoint"
+    )
     p.add_argument("--overwrite", action="store_true", help="delete the blocks' earlier runs and start them again")
     p.add_argument("--rank", type=int, help="this task's rank in a job array (with --world-size)")
     p.add_argument("--world-size", type=int, help="number of tasks sharing the blocks")
-    p.add_argument("--threads", type=int, help="OpenMP threads per training (default: cores / processes on this machine)")
+    p.add_argument(
+        "--threads", type=int, help="OpenMP threads per training (default: cores / processes on this machine)"
+    )
     add_plugin_option(p)
     return p
 
@@ -67,16 +82,20 @@ def run(args: argparse.Namespace) -> int:
         if not (job.data / "sparse").is_dir():
             raise ConfigError(f"{job.data}: block folder missing or without sparse/ (rerun partition.py)")
         if has_checkpoint(job.exp_dir) and not (args.resume or args.overwrite):
-            raise ConfigError(f"{job.exp_dir}: holds a run of {job.name} already; pass --resume to continue it "
-                              "or --overwrite to start again")  # fmt: skip
+            raise ConfigError(
+                f"{job.exp_dir}: holds a run of {job.name} already; pass --resume to continue it "
+                "or --overwrite to start again"
+            )
     threads = threads_per_process(where.local_world, args.threads)
     # torchrun (when another node fails) and schedulers stop a job with SIGTERM: treat it as Ctrl-C, so
     # the running training is told to save a checkpoint instead of being orphaned.
     signal.signal(signal.SIGTERM, _interrupt)
     met = open_meeting(where)
     say = lambda line: print(f"{where.tag}{line}", flush=True)  # noqa: E731
-    say(f"train_blocks: {len(jobs)} of {len(blocks)} blocks here ({', '.join(j.name for j in jobs) or 'none'}), "
-        f"{threads} thread{'s' * (threads > 1)} each; runs in {runs}")  # fmt: skip
+    say(
+        f"train_blocks: {len(jobs)} of {len(blocks)} blocks here ({', '.join(j.name for j in jobs) or 'none'}), "
+        f"{threads} thread{'s' * (threads > 1)} each; runs in {runs}"
+    )
     ok = True
     for job, block in zip(jobs, mine, strict=True):
         previous = read_status(runs, job.name)
@@ -87,8 +106,10 @@ def run(args: argparse.Namespace) -> int:
             shutil.rmtree(job.exp_dir, ignore_errors=True)
         resume = args.resume and has_checkpoint(job.exp_dir)
         command = train_command(job, args.config.resolve(), args.overrides, args.plugin, resume)
-        say(f"{job.name}: {'resuming' if resume else 'training'} {len(block.views)} views, {block.n_points:,} points "
-            f"-> {job.exp_dir} (log {job.log})")  # fmt: skip
+        say(
+            f"{job.name}: {'resuming' if resume else 'training'} {len(block.views)} views, {block.n_points:,} points "
+            f"-> {job.exp_dir} (log {job.log})"
+        )
         status = run_block(job, command, child_env(threads, where.local_rank), where.rank)
         peak = f"peak RSS {status.peak_rss_bytes / 1e9:.2f} GB"
         if status.state == "done":
@@ -122,13 +143,25 @@ def summary(manifest, blocks: list, runs: Path, args: argparse.Namespace, whole_
             lines.append(f"  {name}: {'FAILED' if s and s.state == 'failed' else 'not done'} ({why})")
     missing = [n for n in states if n not in done]
     if missing:
-        again = [sys.executable, "scripts/train_blocks.py", "--manifest", str(manifest.path), "--runs", str(runs),
-                 "--config", str(args.config), *args.overrides, *(f"--plugin {p}" for p in args.plugin)]  # fmt: skip
+        again = [
+            sys.executable,
+            "scripts/train_blocks.py",
+            "--manifest",
+            str(manifest.path),
+            "--runs",
+            str(runs),
+            "--config",
+            str(args.config),
+            *args.overrides,
+            *(f"--plugin {p}" for p in args.plugin),
+        ]
         lines.append(f"rerun: {' '.join(again)} --only {','.join(missing)} --resume")
     else:
         when = "" if whole_job else " (once every task has finished)"
-        lines.append(f"next{when}: {sys.executable} scripts/merge_blocks.py --manifest {manifest.path} --runs {runs} "
-                     f"--out {manifest.root / 'merged'}")  # fmt: skip
+        lines.append(
+            f"next{when}: {sys.executable} scripts/merge_blocks.py --manifest {manifest.path} --runs {runs} "
+            f"--out {manifest.root / 'merged'}"
+        )
     return "\n".join(lines)
 
 

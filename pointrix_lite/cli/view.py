@@ -9,25 +9,38 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, DataError
 from .common import (
-    EXIT_OK, add_plugin_option, check_model_source, load_components, model_source_parser, open_experiment, run_command,
-)  # fmt: skip
+    EXIT_OK,
+    add_plugin_option,
+    check_model_source,
+    load_components,
+    model_source_parser,
+    open_experiment,
+    run_command,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = model_source_parser(
-        "view.py", "Fly around a trained Gaussian-splatting model in the browser (viser).",
+        "view.py",
+        "Fly around a trained Gaussian-splatting model in the browser (viser).",
         "examples: view.py --exp-dir outputs/demo | view.py --ply outputs/demo/point_cloud.ply --port 8081",
-        exp_dir_help="experiment folder written by train.py (its data set gives the start view)", ply_help="3DGS PLY file",
-    )  # fmt: skip
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 exposes the scene to the network)")
+        exp_dir_help="experiment folder written by train.py (its data set gives the start view)",
+        ply_help="3DGS PLY file",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; 0.0.0.0 exposes the scene to the network)",
+    )
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
     p.add_argument("--max-res", type=int, default=512, help="longest image side once the camera stops (default 512)")
-    p.add_argument("--preview-res", type=int, default=256, help="longest image side while the camera moves (default 256)")
+    p.add_argument(
+        "--preview-res", type=int, default=256, help="longest image side while the camera moves (default 256)"
+    )
     p.add_argument("--backend", choices=("auto", "native", "torch", "gsplat"), default=None, help="rasterizer backend")
     p.add_argument("--white-background", action="store_true", help="with --ply: render on white instead of black")
     add_plugin_option(p)

@@ -44,9 +44,7 @@ class Camera:
     @property
     def K(self) -> torch.Tensor:
         """[3, 3] float32 intrinsic matrix."""
-        return torch.tensor(
-            [[self.fx, 0.0, self.cx], [0.0, self.fy, self.cy], [0.0, 0.0, 1.0]], dtype=torch.float32
-        )
+        return torch.tensor([[self.fx, 0.0, self.cx], [0.0, self.fy, self.cy], [0.0, 0.0, 1.0]], dtype=torch.float32)
 
     @property
     def camera_center(self) -> torch.Tensor:

@@ -153,4 +153,3 @@ class NerfSyntheticDataset(SceneDataset):
                 raise DataError(f"{path}: image lies outside {root}, so masks/ cannot mirror its path")
             attach_mask(view, masks, path.relative_to(root), (width, height))
         return view
-

@@ -165,8 +165,9 @@ def orient_to_axes(views: list[View], cloud: PointCloud) -> tuple[PointCloud, np
     if not np.isfinite(share):  # fewer than 4 points: no surface to read a frame from
         console().print(
             f"orientation: not turned: the point cloud has {len(cloud.xyz)} point(s), fewer than the 4 "
-            "needed to find its surfaces", markup=False,
-        )  # fmt: skip
+            "needed to find its surfaces",
+            markup=False,
+        )
         return cloud, np.eye(3)
     angle = np.degrees(np.arccos(np.clip((np.trace(R) - 1.0) / 2.0, -1.0, 1.0)))
     turned = PointCloud(rotate_scene(R, views, cloud.xyz), cloud.rgb)

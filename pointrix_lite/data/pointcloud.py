@@ -123,8 +123,11 @@ def rotmats_to_quats(R: np.ndarray) -> np.ndarray:
     """Unit quaternions ``[N,4]`` (wxyz) of rotation matrices ``[N,3,3]`` (each component from the
     diagonal, its sign from the antisymmetric part; exact for proper rotations)."""
     m00, m11, m22 = R[:, 0, 0], R[:, 1, 1], R[:, 2, 2]
-    q = 0.5 * np.sqrt(np.maximum(0.0, np.stack([1 + m00 + m11 + m22, 1 + m00 - m11 - m22,
-                                                1 - m00 + m11 - m22, 1 - m00 - m11 + m22], axis=1)))  # fmt: skip
+    q = 0.5 * np.sqrt(
+        np.maximum(
+            0.0, np.stack([1 + m00 + m11 + m22, 1 + m00 - m11 - m22, 1 - m00 + m11 - m22, 1 - m00 - m11 + m22], axis=1)
+        )
+    )
     q[:, 1] = np.copysign(q[:, 1], R[:, 2, 1] - R[:, 1, 2])
     q[:, 2] = np.copysign(q[:, 2], R[:, 0, 2] - R[:, 2, 0])
     q[:, 3] = np.copysign(q[:, 3], R[:, 1, 0] - R[:, 0, 1])

@@ -15,7 +15,7 @@ pixel budget per image fits better. Two rules:
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Literal
 
 from .cameras import scaled_size
 
@@ -23,7 +23,7 @@ PIXEL_BUDGET = 250_000  # pixels per training image: 1080x1920 photos train at 1
 LONG_SIDE_CAP = 1600  # INRIA's rule, kept as an upper bound
 FACTORS = (1, 2, 4, 8)  # process.py's images_N (1 = the images themselves)
 
-Scale = Union[float, Literal["auto"]]
+Scale = float | Literal["auto"]
 
 
 def auto_scale(width: int, height: int, device: str = "cpu") -> float:

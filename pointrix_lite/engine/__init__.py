@@ -7,6 +7,15 @@ from .experiment import ExperimentConfig, TrainerConfig, load_experiment, save_c
 from .trainer import DefaultTrainer, TrainingInterrupted
 
 __all__ = [
-    "ExperimentConfig", "TrainerConfig", "load_experiment", "save_config", "Priority", "get_priority",
-    "DefaultTrainer", "Evaluator", "Scene", "TrainingInterrupted", "build_scene",
+    "ExperimentConfig",
+    "TrainerConfig",
+    "load_experiment",
+    "save_config",
+    "Priority",
+    "get_priority",
+    "DefaultTrainer",
+    "Evaluator",
+    "Scene",
+    "TrainingInterrupted",
+    "build_scene",
 ]

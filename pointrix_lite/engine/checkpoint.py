@@ -76,7 +76,9 @@ def check_checkpoint_file(path: str | Path) -> Path:
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint file not found")
     if not zipfile.is_zipfile(path):
-        raise CheckpointError(f"{path}: unreadable checkpoint (truncated or corrupt?): not a complete torch zip archive")
+        raise CheckpointError(
+            f"{path}: unreadable checkpoint (truncated or corrupt?): not a complete torch zip archive"
+        )
     return path
 
 
@@ -103,7 +105,9 @@ def load_checkpoint_file(path: str | Path, map_location: str | torch.device = "c
     if not isinstance(ckpt, dict) or "format" not in ckpt or "step" not in ckpt:
         raise CheckpointError(f"{path}: not a pointrix_lite checkpoint (no 'format'/'step' keys)")
     if ckpt["format"] != FORMAT_VERSION:
-        raise CheckpointError(f"{path}: checkpoint format {ckpt['format']} is not supported (expected {FORMAT_VERSION})")
+        raise CheckpointError(
+            f"{path}: checkpoint format {ckpt['format']} is not supported (expected {FORMAT_VERSION})"
+        )
     return ckpt
 
 
@@ -132,7 +136,13 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"].cpu())
     npst = state["numpy"]
     np.random.set_state(
-        (npst["kind"], npst["keys"].cpu().numpy().astype(np.uint32), npst["pos"], npst["has_gauss"], npst["cached_gaussian"])
+        (
+            npst["kind"],
+            npst["keys"].cpu().numpy().astype(np.uint32),
+            npst["pos"],
+            npst["has_gauss"],
+            npst["cached_gaussian"],
+        )
     )
     py = state["python"]
     random.setstate((py["version"], tuple(py["internal"]), py["gauss_next"]))

@@ -20,6 +20,7 @@ import torch
 from rich.console import Console
 
 from .. import distributed, progress
+from ..hook.base import Hook
 from ..io.atomic import atomic_write_text
 from ..io.images import write_png
 from ..metrics.aggregate import mean_metrics, metric_float
@@ -28,7 +29,6 @@ from . import checkpoint as ckpt_io
 from .build import build_scene
 from .experiment import ExperimentConfig, resolve_device
 from .hook_list import HookList
-from ..hook.base import Hook
 
 
 def _file_stem(name: str) -> str:
@@ -54,9 +54,14 @@ class Evaluator:
     """
 
     def __init__(
-        self, cfg: ExperimentConfig, exp_dir: str | Path, device: str | torch.device = "auto",
-        hooks: Iterable[Hook] = (), model: Any | None = None, after_dataset: Callable[[Any], None] | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        cfg: ExperimentConfig,
+        exp_dir: str | Path,
+        device: str | torch.device = "auto",
+        hooks: Iterable[Hook] = (),
+        model: Any | None = None,
+        after_dataset: Callable[[Any], None] | None = None,
+    ) -> None:
         progress.PHASES.reset()  # this run's phase_seconds (metrics.json, summary)
         setup_start = time.perf_counter()
         self.cfg = cfg
@@ -213,4 +218,3 @@ class Evaluator:
 
     def _after_load(self, ckpt: dict[str, Any]) -> None:
         """Nothing to evaluate with; the trainer restores its strategy, pipeline and RNG here."""
-

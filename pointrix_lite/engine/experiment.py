@@ -18,17 +18,18 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
-from ..io.atomic import atomic_write_text
+from .. import writers as _builtin_writers  # noqa: F401 - registers the default writers
 from ..config import at_least, from_dict, to_dict
 from ..errors import ConfigError
+from ..io.atomic import atomic_write_text
 from ..registry import DATASETS, MODELS, RENDERERS, STRATEGIES, WRITERS
-from .. import writers as _builtin_writers  # noqa: F401 - registers the default writers
 from . import hooks as _builtin_hooks  # noqa: F401 - registers the default hooks
 from .hooks.resolve import DEFAULT_HOOKS, SHORTHANDS, hook_entries, resolve_hooks  # noqa: F401 - re-exported
+
 
 @dataclass
 class TrainerConfig:
@@ -54,7 +55,7 @@ def _default_writers() -> list[dict[str, Any]]:
 class ExperimentConfig:
     name: str = "experiment"
     output_dir: str = "outputs"
-    exp_dir: Optional[str] = None  # default: <output_dir>/<name>
+    exp_dir: str | None = None  # default: <output_dir>/<name>
     seed: int = 0
     device: str = "auto"  # "auto" -> cuda if available else cpu; or any torch device string
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
@@ -63,17 +64,17 @@ class ExperimentConfig:
     dataset: Mapping[str, Any]
     model: Mapping[str, Any] = field(default_factory=lambda: {"type": "GaussianModel"})
     renderer: Mapping[str, Any] = field(default_factory=lambda: {"type": "GaussianRenderer"})
-    strategy: Optional[Mapping[str, Any]] = None
+    strategy: Mapping[str, Any] | None = None
     # A list of {type, ...} entries, or a mapping {HookType: {options}} (Pointrix / MMEngine
     # default_hooks style); resolves to the list form either way. Checked by hook_entries, which
     # names the entry at fault (a Union here would only say "expected Union").
     hooks: Any = field(default_factory=list)
     writers: list[Mapping[str, Any]] = field(default_factory=_default_writers)
     # DI-engine shorthand keys; folded into `hooks` (or the run's start) when the config resolves.
-    save_ckpt_after_iter: Optional[int] = None  # -> CheckPointHook.interval
-    save_ckpt_after_run: Optional[bool] = None  # -> CheckPointHook.save_last
-    log_show_after_iter: Optional[int] = None  # -> LogHook.interval
-    load_ckpt_before_run: Optional[str] = None  # checkpoint loaded (full resume) after before_run
+    save_ckpt_after_iter: int | None = None  # -> CheckPointHook.interval
+    save_ckpt_after_run: bool | None = None  # -> CheckPointHook.save_last
+    log_show_after_iter: int | None = None  # -> LogHook.interval
+    load_ckpt_before_run: str | None = None  # checkpoint loaded (full resume) after before_run
 
 
 class DuplicateKeyError(yaml.MarkedYAMLError):

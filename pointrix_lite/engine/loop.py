@@ -111,7 +111,9 @@ def train_step(trainer: Any, batch: list) -> dict[str, Any]:
     model, optimizer, strategy = trainer.model, trainer.optimizer, trainer.strategy
     if hasattr(model, "update_learning_rate"):
         model.update_learning_rate(step)  # lr used *for* this step (3DGS convention)
-    render_out = trainer.renderer(model, [v.camera for v in batch], trainer.dataset.background, **trainer._step_render_kw)
+    render_out = trainer.renderer(
+        model, [v.camera for v in batch], trainer.dataset.background, **trainer._step_render_kw
+    )
     render_out["views"] = batch  # what was rendered, for strategies that score the step's error
     trainer.render_out = render_out
     loss_dict = dict(model.get_loss_dict(render_out, batch))

@@ -83,7 +83,9 @@ def _end_phase_due(trainer: Any, name: str) -> bool:
     if trainer.is_main_process:
         kept = trainer.end_phases.files(name)
         shown = ", ".join(kept[:3]) + (f" and {len(kept) - 3} more" if len(kept) > 3 else "")
-        trainer._announce(f"{name}: done at step {trainer.global_step} before this resume, kept ({shown or 'no files'})")
+        trainer._announce(
+            f"{name}: done at step {trainer.global_step} before this resume, kept ({shown or 'no files'})"
+        )
     return False
 
 

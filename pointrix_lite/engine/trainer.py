@@ -85,7 +85,9 @@ class DefaultTrainer(Evaluator):
         self.strategy = self._build_strategy()
         # Only rank 0 writes: other ranks get an empty group, so hooks can write unconditionally.
         writer_cfgs = cfg.writers if self.is_main_process else []
-        self.writer = WriterGroup(WRITERS.build(w, f"writers[{i}]", exp_dir=self.exp_dir) for i, w in enumerate(writer_cfgs))
+        self.writer = WriterGroup(
+            WRITERS.build(w, f"writers[{i}]", exp_dir=self.exp_dir) for i, w in enumerate(writer_cfgs)
+        )
         self.writer.write_config(to_dict(cfg))
         for hook in build_hooks(cfg.hooks):
             self.register_hook(hook)

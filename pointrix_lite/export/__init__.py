@@ -13,6 +13,13 @@ from .formats import FORMATS, get_format
 from .hook import PlyExportHook
 
 __all__ = [
-    "ExportReport", "FORMATS", "PlyExportHook", "Selection", "export_gaussians", "get_format", "load_ply",
-    "ply_property_names", "save_ply",
+    "ExportReport",
+    "FORMATS",
+    "PlyExportHook",
+    "Selection",
+    "export_gaussians",
+    "get_format",
+    "load_ply",
+    "ply_property_names",
+    "save_ply",
 ]

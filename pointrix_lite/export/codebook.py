@@ -16,7 +16,9 @@ def json_floats(codebook: np.ndarray) -> list[float]:
     return [float(str(v)) for v in codebook.astype(np.float32)]
 
 
-def codebook_1d(values: np.ndarray, k: int = 256, iterations: int = 30, alpha: float = 0.5, bins: int = 1024) -> np.ndarray:
+def codebook_1d(
+    values: np.ndarray, k: int = 256, iterations: int = 30, alpha: float = 0.5, bins: int = 1024
+) -> np.ndarray:
     """``[k]`` float32 entries, ascending, for the pooled ``values``: the distinct values themselves
     when there are at most ``k`` (padded with the largest), else a weighted 1D k-means fit.
 

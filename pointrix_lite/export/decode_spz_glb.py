@@ -30,7 +30,9 @@ def read_spz(path: str | Path, frame: str = "rdf") -> dict[str, Tensor]:
     except (OSError, EOFError, zlib.error, struct.error) as exc:
         raise DataError(f"{path}: not a gzip SPZ file ({type(exc).__name__}: {exc})") from None
     if magic != SPZ_MAGIC or version not in (2, 3):
-        raise DataError(f"{path}: SPZ magic {magic:#x} version {version}; readable: magic {SPZ_MAGIC:#x}, versions 2 and 3")
+        raise DataError(
+            f"{path}: SPZ magic {magic:#x} version {version}; readable: magic {SPZ_MAGIC:#x}, versions 2 and 3"
+        )
     k = (degree + 1) ** 2 - 1
     rot_bytes = 4 if version == 3 else 3
     sizes = [9 * n, n, 3 * n, 3 * n, rot_bytes * n, 3 * k * n]
@@ -93,7 +95,7 @@ def read_glb(path: str | Path) -> dict[str, Tensor]:
         start = gltf["bufferViews"][acc["bufferView"]].get("byteOffset", 0) + acc.get("byteOffset", 0)
         return np.frombuffer(binary, "<f4", acc["count"] * comps, start).reshape(acc["count"], comps).astype(np.float64)
 
-    sh_names = [f"{EXTENSION}:SH_DEGREE_{l}_COEF_{m}" for l in range(1, 4) for m in range(2 * l + 1)]
+    sh_names = [f"{EXTENSION}:SH_DEGREE_{deg}_COEF_{m}" for deg in range(1, 4) for m in range(2 * deg + 1)]
     rest = [attr(name) for name in sh_names if name in attributes]
     n = attr("POSITION").shape[0]
     p = _params(

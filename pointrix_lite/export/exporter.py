@@ -40,7 +40,9 @@ class ExportReport:
         return "\n".join(lines)
 
 
-def prepare(params: Mapping[str, Tensor], fmt: ExportFormat, selection: Selection | None = None) -> tuple[dict[str, Tensor], list[tuple[str, int]]]:
+def prepare(
+    params: Mapping[str, Tensor], fmt: ExportFormat, selection: Selection | None = None
+) -> tuple[dict[str, Tensor], list[tuple[str, int]]]:
     """The Gaussians ``fmt`` will store: ``selection``'s filters, then the format's own cut and SH limit.
 
     Returns:

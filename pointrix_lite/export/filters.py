@@ -106,4 +106,3 @@ def select(params: Params, sel: Selection) -> tuple[dict[str, Tensor], list[tupl
     if sel.sh_degree is not None:
         p = cut_sh(p, sel.sh_degree)
     return p, removed
-

@@ -119,12 +119,23 @@ FORMATS: dict[str, ExportFormat] = {
         ExportFormat("ply", ".ply", 4, "every 3DGS viewer (INRIA layout, float32, all SH)", _write_ply),
         ExportFormat("splat", ".splat", 0, "antimatter15 splat viewer and its forks", _write_splat),
         ExportFormat(
-            "ply_compressed", ".compressed.ply", 3, "SuperSplat / PlayCanvas", _write_ply_compressed,
-            keep=compressed_ply_visible, keep_reason="ply_compressed drops opacity <= 1/255",
+            "ply_compressed",
+            ".compressed.ply",
+            3,
+            "SuperSplat / PlayCanvas",
+            _write_ply_compressed,
+            keep=compressed_ply_visible,
+            keep_reason="ply_compressed drops opacity <= 1/255",
         ),
-        ExportFormat("spz", ".spz", 3, "SuperSplat / PlayCanvas, Spark, Babylon.js (SPZ v3, gzip, PLY's frame)", _write_spz),
-        ExportFormat("sog", ".sog", 3, "SuperSplat / PlayCanvas, Babylon.js (SOG v2: WebP images in a ZIP)", _write_sog),
-        ExportFormat("glb", ".glb", 3, "glTF 2.0 viewers with KHR_gaussian_splatting (point cloud elsewhere)", _write_glb),
+        ExportFormat(
+            "spz", ".spz", 3, "SuperSplat / PlayCanvas, Spark, Babylon.js (SPZ v3, gzip, PLY's frame)", _write_spz
+        ),
+        ExportFormat(
+            "sog", ".sog", 3, "SuperSplat / PlayCanvas, Babylon.js (SOG v2: WebP images in a ZIP)", _write_sog
+        ),
+        ExportFormat(
+            "glb", ".glb", 3, "glTF 2.0 viewers with KHR_gaussian_splatting (point cloud elsewhere)", _write_glb
+        ),
     )
 }
 

@@ -63,8 +63,8 @@ class PlyExportHook(Hook):
     def _export(self, path: Path) -> Path | None:
         """Write every format; ``path`` is the ``ply`` file name, the others swap its ``.ply`` suffix."""
         from ..errors import DataError
-        from .exporter import export_gaussians  # plyfile / gsplat only when a run actually exports
         from ..io.ply import save_ply
+        from .exporter import export_gaussians  # plyfile / gsplat only when a run actually exports
 
         if not getattr(self.trainer, "is_main_process", True):
             return None  # under torchrun every rank holds the same model; rank 0 writes it

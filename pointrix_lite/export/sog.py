@@ -150,8 +150,13 @@ def sog_files(params: Mapping[str, Tensor]) -> dict[str, bytes]:
     scales_cb, scales = _codebook_image(p["scales"])
     alpha = np.round(255 / (1 + np.exp(-p["opacities"]))).astype(np.uint8)
     sh0_cb, sh0 = _codebook_image(p["sh0"][:, 0], alpha)
-    images = {"means_l.webp": means_l, "means_u.webp": means_u, "quats.webp": _quats(p["quats"]),
-              "scales.webp": scales, "sh0.webp": sh0}  # fmt: skip
+    images = {
+        "means_l.webp": means_l,
+        "means_u.webp": means_u,
+        "quats.webp": _quats(p["quats"]),
+        "scales.webp": scales,
+        "sh0.webp": sh0,
+    }
     meta = {
         "version": SOG_VERSION,
         "asset": {"generator": "pointrix_lite"},

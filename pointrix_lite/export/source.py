@@ -24,7 +24,9 @@ def gaussians_from_checkpoint(path: str | Path) -> dict[str, Tensor]:
     missing = [name for name in PARAM_NAMES if f"params.{name}" not in state]
     if missing:
         model_type = (ckpt.get("config") or {}).get("model", {}).get("type", "?")
-        raise CheckpointError(f"{path}: model {model_type} has no Gaussian parameter(s) {', '.join(missing)}; nothing to export")
+        raise CheckpointError(
+            f"{path}: model {model_type} has no Gaussian parameter(s) {', '.join(missing)}; nothing to export"
+        )
     return {name: state[f"params.{name}"].detach().float().cpu() for name in PARAM_NAMES}
 
 

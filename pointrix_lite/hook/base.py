@@ -49,6 +49,7 @@ class TrainerLike(Protocol):
     def save_checkpoint(self, *args: Any, **kwargs: Any) -> Any: ...
     def register_hook(self, hook: Any) -> None: ...
 
+
 # The single source of truth for hook sites, in run order. The trainer, the hook table and the
 # tests all read this tuple; add a site here and everywhere picks it up.
 SITES: tuple[str, ...] = (

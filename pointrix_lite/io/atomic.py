@@ -10,8 +10,9 @@ import errno
 import glob
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import CheckpointError
 

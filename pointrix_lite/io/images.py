@@ -6,9 +6,10 @@ Every failure is a one-line :class:`~pointrix_lite.errors.DataError` naming the 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -93,9 +94,7 @@ def downscale(image: np.ndarray, width: int, height: int) -> np.ndarray:
     return np.array(Image.fromarray(image, mode).resize((width, height), Image.Resampling.BOX))
 
 
-def load_rgb(
-    path: Path, background: tuple[float, float, float], size: tuple[int, int] | None = None
-) -> np.ndarray:
+def load_rgb(path: Path, background: tuple[float, float, float], size: tuple[int, int] | None = None) -> np.ndarray:
     """Read, composite over ``background`` and, if ``size=(width, height)`` is given, downscale.
 
     Compositing comes first: averaging straight-alpha RGBA would bleed the (arbitrary) colour of

@@ -68,7 +68,9 @@ def ply_data(params_or_model: Any) -> PlyData:
 def ply_file_size(num_gaussians: int, num_rest: int) -> int:
     """Bytes :func:`save_ply` writes for ``num_gaussians`` with ``num_rest`` = K - 1 (no file written)."""
     names = ply_property_names(num_rest)
-    header = PlyData([PlyElement.describe(np.empty(0, dtype=[(n, "<f4") for n in names]), "vertex")], byte_order="<").header
+    header = PlyData(
+        [PlyElement.describe(np.empty(0, dtype=[(n, "<f4") for n in names]), "vertex")], byte_order="<"
+    ).header
     # The header of an empty element says "element vertex 0"; the real count has more digits.
     return len(header) + 1 + len(str(num_gaussians)) - 1 + 4 * len(names) * num_gaussians
 
@@ -121,7 +123,9 @@ def load_ply(path: str | Path) -> dict[str, Tensor]:
     names = [name for name in ply_property_names(num_rest) if name not in ("nx", "ny", "nz")]
     missing = [name for name in names if name not in present]
     if missing:
-        raise DataError(f"{path}: 3D Gaussian PLY lacks propert{'y' if len(missing) == 1 else 'ies'} {', '.join(missing[:6])}")
+        raise DataError(
+            f"{path}: 3D Gaussian PLY lacks propert{'y' if len(missing) == 1 else 'ies'} {', '.join(missing[:6])}"
+        )
 
     n = len(vertex.data)
 

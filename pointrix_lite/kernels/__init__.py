@@ -79,7 +79,10 @@ def warm_up(device: torch.device, announce: Callable[[str], object] | None = Non
         x = torch.rand(1, 16, 16, 3, device=device, requires_grad=True)
         taps = torch.full((11,), 1.0 / 11.0)
         # the photos as views store them (uint8) and downscaled ones (float block means), with a gradient
-        for y in (torch.zeros(1, 16, 16, 3, device=device, dtype=torch.uint8), torch.zeros(1, 16, 16, 3, device=device)):
+        for y in (
+            torch.zeros(1, 16, 16, 3, device=device, dtype=torch.uint8),
+            torch.zeros(1, 16, 16, 3, device=device),
+        ):
             s, l1 = ssim_l1(x, y, taps, 1e-4, 9e-4)
             (s + l1).backward()
         rows = torch.zeros(4, 4, device=device)
@@ -93,4 +96,6 @@ def warm_up(device: torch.device, announce: Callable[[str], object] | None = Non
         return
     seconds = time.perf_counter() - start
     if seconds > 1.0 and announce is not None:
-        announce(f"compiled the CUDA step's Triton kernels (fused SSIM + L1, MCMC noise) in {seconds:.0f} s; cached for later runs")
+        announce(
+            f"compiled the CUDA step's Triton kernels (fused SSIM + L1, MCMC noise) in {seconds:.0f} s; cached for later runs"
+        )

@@ -11,7 +11,6 @@ numbers on either path.
 
 from __future__ import annotations
 
-import torch
 import triton
 import triton.language as tl
 from torch import Tensor
@@ -22,9 +21,20 @@ BLOCK = 512
 
 
 def _add_noise(
-    means_ptr, quats_ptr, log_scales_ptr, logits_ptr, eps_ptr, n, scaler,
-    sm, sq, ss, so, se, BLOCK: tl.constexpr,
-):  # fmt: skip
+    means_ptr,
+    quats_ptr,
+    log_scales_ptr,
+    logits_ptr,
+    eps_ptr,
+    n,
+    scaler,
+    sm,
+    sq,
+    ss,
+    so,
+    se,
+    BLOCK: tl.constexpr,
+):
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = i < n
     qw = tl.load(quats_ptr + i * sq, mask=m, other=1.0)
@@ -60,7 +70,9 @@ def _add_noise(
     tl.store(p + 2, tl.load(p + 2, mask=m, other=0.0) + (m20 * v0 + m21 * v1 + m22 * v2), mask=m)
 
 
-def add_position_noise(means: Tensor, quats: Tensor, log_scales: Tensor, logits: Tensor, eps: Tensor, scaler: float) -> None:
+def add_position_noise(
+    means: Tensor, quats: Tensor, log_scales: Tensor, logits: Tensor, eps: Tensor, scaler: float
+) -> None:
     """``means [N,3] += Sigma_i (eps_i * gate_i * scaler)`` in place, ``gate = sigmoid(100 (1 - o - 0.995))``,
     ``o = sigmoid(logits [N])``, ``Sigma`` from raw ``quats [N,4]`` (wxyz) and ``log_scales [N,3]``,
     ``eps [N,3]`` standard normal. Rows must be contiguous (stride 1 within a row)."""
@@ -70,6 +82,17 @@ def add_position_noise(means: Tensor, quats: Tensor, log_scales: Tensor, logits:
             raise ValueError(f"add_position_noise: {name} rows must be contiguous, got strides {tuple(t.stride())}")
     logits = logits.reshape(n)
     jit(_add_noise)[(triton.cdiv(n, BLOCK),)](
-        means, quats, log_scales, logits, eps, n, float(scaler),
-        means.stride(0), quats.stride(0), log_scales.stride(0), logits.stride(0), eps.stride(0), BLOCK=BLOCK,
-    )  # fmt: skip
+        means,
+        quats,
+        log_scales,
+        logits,
+        eps,
+        n,
+        float(scaler),
+        means.stride(0),
+        quats.stride(0),
+        log_scales.stride(0),
+        logits.stride(0),
+        eps.stride(0),
+        BLOCK=BLOCK,
+    )

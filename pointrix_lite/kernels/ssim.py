@@ -32,10 +32,28 @@ BLOCK = 1024  # pixels per program: contiguous along rows, so the loads of a tap
 
 
 def _blur_rows(
-    x_ptr, y_ptr, keep_ptr, taps_ptr, mom_ptr, H, W, C, P,
-    sxb, sxh, sxw, sxc, syb, syh, syw, syc,
-    K: tl.constexpr, Y_U8: tl.constexpr, MASKED: tl.constexpr, BLOCK: tl.constexpr,
-):  # fmt: skip
+    x_ptr,
+    y_ptr,
+    keep_ptr,
+    taps_ptr,
+    mom_ptr,
+    H,
+    W,
+    C,
+    P,
+    sxb,
+    sxh,
+    sxw,
+    sxc,
+    syb,
+    syh,
+    syw,
+    syc,
+    K: tl.constexpr,
+    Y_U8: tl.constexpr,
+    MASKED: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     plane = tl.program_id(1)  # b * C + c
     b, c = plane // C, plane % C
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -73,10 +91,34 @@ def _blur_rows(
 
 
 def _ssim_cols(
-    mom_ptr, taps_ptr, x_ptr, y_ptr, keep_ptr, der_ptr, ssim_part_ptr, l1_part_ptr, H, W, C, P, c1, c2,
-    sxb, sxh, sxw, sxc, syb, syh, syw, syc,
-    K: tl.constexpr, Y_U8: tl.constexpr, MASKED: tl.constexpr, WITH_GRAD: tl.constexpr, BLOCK: tl.constexpr,
-):  # fmt: skip
+    mom_ptr,
+    taps_ptr,
+    x_ptr,
+    y_ptr,
+    keep_ptr,
+    der_ptr,
+    ssim_part_ptr,
+    l1_part_ptr,
+    H,
+    W,
+    C,
+    P,
+    c1,
+    c2,
+    sxb,
+    sxh,
+    sxw,
+    sxc,
+    syb,
+    syh,
+    syw,
+    syc,
+    K: tl.constexpr,
+    Y_U8: tl.constexpr,
+    MASKED: tl.constexpr,
+    WITH_GRAD: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     plane = tl.program_id(1)
     b, c = plane // C, plane % C
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -154,10 +196,37 @@ def _blur_rows3(der_ptr, taps_ptr, tmp_ptr, H, W, P, K: tl.constexpr, BLOCK: tl.
 
 
 def _grad_cols(
-    tmp_ptr, taps_ptr, x_ptr, y_ptr, keep_ptr, gx_ptr, g_ssim_ptr, g_l1_ptr, inv_count, inv_n, H, W, C, P,
-    sxb, sxh, sxw, sxc, syb, syh, syw, syc, sgb, sgh, sgw, sgc,
-    K: tl.constexpr, Y_U8: tl.constexpr, MASKED: tl.constexpr, BLOCK: tl.constexpr,
-):  # fmt: skip
+    tmp_ptr,
+    taps_ptr,
+    x_ptr,
+    y_ptr,
+    keep_ptr,
+    gx_ptr,
+    g_ssim_ptr,
+    g_l1_ptr,
+    inv_count,
+    inv_n,
+    H,
+    W,
+    C,
+    P,
+    sxb,
+    sxh,
+    sxw,
+    sxc,
+    syb,
+    syh,
+    syw,
+    syc,
+    sgb,
+    sgh,
+    sgw,
+    sgc,
+    K: tl.constexpr,
+    Y_U8: tl.constexpr,
+    MASKED: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     plane = tl.program_id(1)
     b, c = plane // C, plane % C
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -219,16 +288,48 @@ class FusedSsimL1(torch.autograd.Function):
         grid = _grid(x)
         moments = torch.empty(5, P, H, W, device=x.device, dtype=torch.float32)
         jit(_blur_rows)[grid](
-            x, y, keep_arg, taps, moments, H, W, C, P, *_strides(x), *_strides(y),
-            K=K, Y_U8=y_u8, MASKED=masked, BLOCK=BLOCK,
-        )  # fmt: skip
+            x,
+            y,
+            keep_arg,
+            taps,
+            moments,
+            H,
+            W,
+            C,
+            P,
+            *_strides(x),
+            *_strides(y),
+            K=K,
+            Y_U8=y_u8,
+            MASKED=masked,
+            BLOCK=BLOCK,
+        )
         derivs = torch.empty(3, P, H, W, device=x.device, dtype=torch.float32) if with_grad else moments
         ssim_part = torch.empty(grid[0] * grid[1], device=x.device, dtype=torch.float32)
         l1_part = torch.empty_like(ssim_part)
         jit(_ssim_cols)[grid](
-            moments, taps, x, y, keep_arg, derivs, ssim_part, l1_part, H, W, C, P, c1, c2, *_strides(x), *_strides(y),
-            K=K, Y_U8=y_u8, MASKED=masked, WITH_GRAD=with_grad, BLOCK=BLOCK,
-        )  # fmt: skip
+            moments,
+            taps,
+            x,
+            y,
+            keep_arg,
+            derivs,
+            ssim_part,
+            l1_part,
+            H,
+            W,
+            C,
+            P,
+            c1,
+            c2,
+            *_strides(x),
+            *_strides(y),
+            K=K,
+            Y_U8=y_u8,
+            MASKED=masked,
+            WITH_GRAD=with_grad,
+            BLOCK=BLOCK,
+        )
         if masked:
             kept = keep.sum(dtype=torch.float32) * C  # the kept values of either term
             some, count = kept > 0, kept.clamp(min=1.0)
@@ -261,14 +362,34 @@ class FusedSsimL1(torch.autograd.Function):
         else:
             inv = ctx.inv
         jit(_grad_cols)[grid](
-            blurred, taps, x, y, keep_arg, grad, g_ssim.contiguous(), g_l1.contiguous(), inv, inv, H, W, C, P,
-            *_strides(x), *_strides(y), *_strides(grad), K=K, Y_U8=y.dtype == torch.uint8, MASKED=ctx.masked,
+            blurred,
+            taps,
+            x,
+            y,
+            keep_arg,
+            grad,
+            g_ssim.contiguous(),
+            g_l1.contiguous(),
+            inv,
+            inv,
+            H,
+            W,
+            C,
+            P,
+            *_strides(x),
+            *_strides(y),
+            *_strides(grad),
+            K=K,
+            Y_U8=y.dtype == torch.uint8,
+            MASKED=ctx.masked,
             BLOCK=BLOCK,
-        )  # fmt: skip
+        )
         return grad, None, None, None, None, None
 
 
-def ssim_l1(x: Tensor, y: Tensor, taps: Tensor, c1: float, c2: float, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def ssim_l1(
+    x: Tensor, y: Tensor, taps: Tensor, c1: float, c2: float, mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
     """``(mean SSIM, mean |x - y|)`` of ``[B,H,W,C]`` images through the fused kernels (see
     :class:`FusedSsimL1`); ``x`` float32 on the kernels' device, ``y`` float32 or uint8 there;
     ``mask [B,H,W]`` (bool, False = ignore the pixel) for the masked terms."""

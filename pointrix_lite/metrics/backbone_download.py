@@ -114,7 +114,9 @@ def _download(url: str, path: Path) -> int:
 
 def _why(exc: BaseException) -> str:
     # A URLError wraps the socket error, which says more; an HTTPError's own text has the status code.
-    wrapped = exc.reason if isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError) else exc
+    wrapped = (
+        exc.reason if isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError) else exc
+    )
     return " ".join(str(wrapped).split()) or type(exc).__name__
 
 
@@ -136,7 +138,9 @@ def ensure_backbone(net: LpipsNet, announce: Callable[[str], object] = print) ->
         return None
     if not download_enabled():
         return f"unavailable: {net} weights not in torch hub cache ({path}); downloads are off ({SWITCH}=0): copy {url} there"
-    announce(f"LPIPS: downloading the {net} backbone weights (once per machine) from {url} to {path}; {SWITCH}=0 turns this off")
+    announce(
+        f"LPIPS: downloading the {net} backbone weights (once per machine) from {url} to {path}; {SWITCH}=0 turns this off"
+    )
     start = time.perf_counter()
     try:
         size = _download(url, path)

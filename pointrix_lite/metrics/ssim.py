@@ -46,9 +46,13 @@ def separable_blur(x: Tensor, g: Tensor, pad: int) -> Tensor:
 def _check_inputs(img1: Tensor, img2: Tensor, padding: str, window_size: int) -> None:
     """ValueError unless both images are [B,H,W,C] of one shape and fit a "valid" window."""
     if img1.shape != img2.shape or img1.dim() != 4:
-        raise ValueError(f"ssim expects two [B,H,W,C] images of equal shape, got {tuple(img1.shape)} and {tuple(img2.shape)}")
+        raise ValueError(
+            f"ssim expects two [B,H,W,C] images of equal shape, got {tuple(img1.shape)} and {tuple(img2.shape)}"
+        )
     if padding == "valid" and min(img1.shape[1:3]) < window_size:
-        raise ValueError(f"ssim padding='valid' needs images of at least {window_size}x{window_size}, got {tuple(img1.shape[1:3])}")
+        raise ValueError(
+            f"ssim padding='valid' needs images of at least {window_size}x{window_size}, got {tuple(img1.shape[1:3])}"
+        )
 
 
 def _stability_constants(data_range: float) -> tuple[float, float]:

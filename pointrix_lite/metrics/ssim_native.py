@@ -48,13 +48,24 @@ class _SsimFunction(torch.autograd.Function):
     SSIM 1 and L1 0 with no gradient."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, y: Tensor, taps: Tensor, c1: float, c2: float, valid: bool, with_l1: bool,
-                mask: Tensor | None = None):
+    def forward(
+        ctx,
+        x: Tensor,
+        y: Tensor,
+        taps: Tensor,
+        c1: float,
+        c2: float,
+        valid: bool,
+        with_l1: bool,
+        mask: Tensor | None = None,
+    ):
         ext = _extension()
         with_grad = bool(ctx.needs_input_grad[0])
         xp, yp = ext.ssim_planes(x.detach(), mask), ext.ssim_planes(y, mask)
         # count, n: the map values and the L1 values summed (all, or the kept ones)
-        total, d_mu, d_xx, d_xy, l1_total, count, n = ext.ssim_fwd(xp, yp, taps, c1, c2, valid, with_grad, with_l1, mask)
+        total, d_mu, d_xx, d_xy, l1_total, count, n = ext.ssim_fwd(
+            xp, yp, taps, c1, c2, valid, with_grad, with_l1, mask
+        )
         ctx.args = (c1, c2, valid, count, n, with_l1, x.shape[-1])
         if with_grad:
             ctx.save_for_backward(xp, yp, taps, d_mu, d_xx, d_xy, mask)

@@ -9,6 +9,13 @@ from .optimizer import LearningRates, build_adam, exponential_lr, group_by_name
 from .pose_hook import PoseOptHook
 
 __all__ = [
-    "PARAM_NAMES", "AppearanceOptHook", "GaussianModel", "LearningRates", "PoseOptHook", "build_adam", "exponential_lr",
-    "group_by_name", "num_sh_bases",
+    "PARAM_NAMES",
+    "AppearanceOptHook",
+    "GaussianModel",
+    "LearningRates",
+    "PoseOptHook",
+    "build_adam",
+    "exponential_lr",
+    "group_by_name",
+    "num_sh_bases",
 ]

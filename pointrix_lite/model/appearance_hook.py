@@ -100,7 +100,9 @@ class AppearanceOptHook(Hook):
             if not self.vignetting_lr > 0.0:
                 raise OptionError("vignetting_lr", f"must be > 0, got {self.vignetting_lr}", HOME)
             if min(self.grid) < 2:
-                raise OptionError("grid", f"needs >= 2 cells on each axis (bins, rows, columns), got {list(self.grid)}", HOME)
+                raise OptionError(
+                    "grid", f"needs >= 2 cells on each axis (bins, rows, columns), got {list(self.grid)}", HOME
+                )
 
     def __init__(self, config: Config | None = None) -> None:
         super().__init__(config or self.Config())
@@ -122,7 +124,9 @@ class AppearanceOptHook(Hook):
         if self.correction.falloff is not None:
             groups.append({"params": [self.correction.falloff], "lr": self._falloff_lr(1.0)})
         self.optimizer = torch.optim.Adam(
-            groups, lr=self.base_lr, weight_decay=self.config.weight_decay,
+            groups,
+            lr=self.base_lr,
+            weight_decay=self.config.weight_decay,
             fused=device_policy.fused_adam([trainer.device]),
         )
 
@@ -186,8 +190,9 @@ class AppearanceOptHook(Hook):
         """NeRF-W's protocol on the view the trainer has just rendered (module docstring)."""
         rgb = self.trainer.render_out["rgb"]
         for view, render in zip(batch, rgb):
-            self.per_view_half[view.name] = {"psnr": half_fitted_psnr(render, view.float_image(render.device),
-                                                                      self.fit_mode, self.config.clip)}  # fmt: skip
+            self.per_view_half[view.name] = {
+                "psnr": half_fitted_psnr(render, view.float_image(render.device), self.fit_mode, self.config.clip)
+            }
 
     def after_test_epoch(self, metrics: dict) -> None:
         if self.per_view_half:
@@ -198,9 +203,12 @@ class AppearanceOptHook(Hook):
         if self.correction is None or self.optimizer is None:
             return {}
         falloff = self.correction.falloff
-        return {"mode": self.correction.mode, "grid": list(self.correction.grid),
-                "falloff": None if falloff is None else falloff.detach().clone(),
-                **per_view_state(self.correction.delta, self.optimizer)}  # fmt: skip
+        return {
+            "mode": self.correction.mode,
+            "grid": list(self.correction.grid),
+            "falloff": None if falloff is None else falloff.detach().clone(),
+            **per_view_state(self.correction.delta, self.optimizer),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if not state or self.correction is None or self.optimizer is None:

@@ -30,6 +30,7 @@ MAX_SH_DEGREE = 4  # the highest degree gsplat (and both CPU backends) evaluate
 
 def check_model_config(cfg: Any) -> None:
     """Reject values that would crash later (possibly hours into a run) with a one-line ConfigError."""
+
     def bad(key: str, problem: str) -> None:
         raise OptionError(key, problem, "model")
 
@@ -134,7 +135,9 @@ class GaussianModel(nn.Module):
 
         cfg = self.config
         if point_cloud is None:
-            point_cloud = random_cube(cfg.init_num_points, side=2.0 * cfg.init_extent * self.scene_extent, seed=cfg.seed)
+            point_cloud = random_cube(
+                cfg.init_num_points, side=2.0 * cfg.init_extent * self.scene_extent, seed=cfg.seed
+            )
         return init_gaussians(
             point_cloud.xyz,
             point_cloud.rgb,
@@ -303,7 +306,11 @@ class GaussianModel(nn.Module):
         k_rest = params["shN"].shape[1] if params["shN"].dim() == 3 else -1
         degree = math.isqrt(k_rest + 1) - 1 if k_rest >= 0 else -1
         if k_rest + 1 != num_sh_bases(self.config.sh_degree):
-            found = f"sh_degree {degree}" if num_sh_bases(max(degree, 0)) == k_rest + 1 else f"shN shape {tuple(params['shN'].shape)}"
+            found = (
+                f"sh_degree {degree}"
+                if num_sh_bases(max(degree, 0)) == k_rest + 1
+                else f"shN shape {tuple(params['shN'].shape)}"
+            )
             raise CheckpointError(f"{source}: has {found} but the model config has sh_degree {self.config.sh_degree}")
         device, dtype = self.device, self.params["means"].dtype
         for name in PARAM_NAMES:
@@ -327,7 +334,7 @@ class GaussianModel(nn.Module):
             CheckpointError: missing parameters or a different SH degree.
         """
         prefix = "params."
-        params = {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
+        params = {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
         self.load_params(params)
         rest = {k: v for k, v in state_dict.items() if not k.startswith(prefix)}
         rest.update({prefix + k: v for k, v in self.params.state_dict().items()})

@@ -22,7 +22,9 @@ def per_view_state(delta: torch.Tensor, optimizer: torch.optim.Optimizer) -> dic
     return {"delta": delta.detach().clone(), "optimizer": optimizer.state_dict()}
 
 
-def load_per_view_state(hook: str, what: str, delta: torch.Tensor, optimizer: torch.optim.Optimizer, state: dict) -> None:
+def load_per_view_state(
+    hook: str, what: str, delta: torch.Tensor, optimizer: torch.optim.Optimizer, state: dict
+) -> None:
     """Restore :func:`per_view_state`; a checkpoint from another number of views is a :class:`CheckpointError`."""
     saved = state["delta"]
     if tuple(saved.shape) != tuple(delta.shape):

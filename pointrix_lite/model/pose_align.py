@@ -17,8 +17,9 @@ acceptance test on real renders is what keeps those approximations from costing 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -145,7 +146,6 @@ def align_pose(
     render of ``viewmat`` when the caller has one already (the test pass renders every view once).
     """
     best_vm = torch.as_tensor(viewmat).detach().clone()
-    dtype = best_vm.dtype
     n = target.numel() if mask is None else float(mask.sum()) * target.shape[-1]
 
     def error(residual: Tensor) -> float:
@@ -172,7 +172,13 @@ def align_pose(
     for sigma in blur_levels:
         blurred_target = blur(target, sigma)
 
-        def at_level(value: float, out: tuple[Tensor, Tensor, Tensor], residual: Tensor) -> tuple[float, Tensor, Tensor]:
+        def at_level(
+            value: float,
+            out: tuple[Tensor, Tensor, Tensor],
+            residual: Tensor,
+            sigma: float = sigma,
+            blurred_target: Tensor = blurred_target,
+        ) -> tuple[float, Tensor, Tensor]:
             """A render's error, residual and rgb at this level: the sharp ones at sigma 0."""
             if sigma <= 0.0:
                 return value, residual, out[0]

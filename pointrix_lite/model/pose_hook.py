@@ -20,8 +20,9 @@ resumed run continues exactly.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 import torch
 
@@ -63,7 +64,9 @@ class PoseOptHook(Hook):
         # one by 1 dB only where SfM's poses were poor.
         refine: bool = True
         weight_decay: float = 1e-6  # pulls the corrections towards the identity (gsplat: pose_opt_reg)
-        test_align_steps: int = 0  # > 0: fit each test view's pose (Gaussians frozen) before it is scored; at most this many renders
+        test_align_steps: int = (
+            0  # > 0: fit each test view's pose (Gaussians frozen) before it is scored; at most this many renders
+        )
         # gauss_newton: one forward render per iteration, converged in ~5-15 (docs/data.md); adam: the slower
         # first fit (render + backward per step, ~30-60 steps), kept to compare with
         test_align_method: Literal["gauss_newton", "adam"] = "gauss_newton"
@@ -186,14 +189,21 @@ class PoseOptHook(Hook):
             return out
 
         def render(viewmat: torch.Tensor) -> Mapping[str, Any]:
-            return checked(trainer.renderer(trainer.model, [replace(camera, viewmat=viewmat)], trainer.dataset.background))
+            return checked(
+                trainer.renderer(trainer.model, [replace(camera, viewmat=viewmat)], trainer.dataset.background)
+            )
 
         with torch.no_grad():
             fit = align_pose(
-                render, torch.as_tensor(camera.viewmat), torch.as_tensor(camera.K), view.float_image(trainer.device),
-                steps, mask=None if mask is None else mask[..., None].float(), min_gain=ALIGN_MIN_GAIN,
+                render,
+                torch.as_tensor(camera.viewmat),
+                torch.as_tensor(camera.K),
+                view.float_image(trainer.device),
+                steps,
+                mask=None if mask is None else mask[..., None].float(),
+                min_gain=ALIGN_MIN_GAIN,
                 given_render=None if given_render is None else checked(given_render),
-            )  # fmt: skip
+            )
         return fit.viewmat, fit.render_out
 
     def _adam_aligned_viewmat(self, trainer: Any, view: Any, steps: int) -> torch.Tensor:
@@ -234,7 +244,9 @@ class PoseOptHook(Hook):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state and not self.config.refine:
             # Dropping them would render the training views on other poses than the run was trained on.
-            raise ConfigError(f"the checkpoint holds pose corrections, but {HOME}.refine is false; resume with refine: true")
+            raise ConfigError(
+                f"the checkpoint holds pose corrections, but {HOME}.refine is false; resume with refine: true"
+            )
         if not state or self.correction is None or self.optimizer is None:
             return
         load_per_view_state("PoseOptHook", "pose corrections", self.correction.delta, self.optimizer, state)

@@ -28,7 +28,7 @@ def place(src: Path, dst: Path, how: str) -> str:
     dst.parent.mkdir(parents=True, exist_ok=True)
     if dst.exists() or dst.is_symlink():
         dst.unlink()
-    for way in LINK_ORDER[LINK_ORDER.index(how):]:
+    for way in LINK_ORDER[LINK_ORDER.index(how) :]:
         try:
             if way == "hardlink":
                 os.link(src, dst)
@@ -70,7 +70,7 @@ def write_block(scene: Path, out: Path, model: Any, image_ids: list[int], point_
                 if folder == "images":
                     raise DataError(f"{scene / folder / name}: image listed in the COLMAP model not found")
                 continue  # a pre-downscaled copy may be missing; ColmapDataset then resizes
-            used.add(place(src, out / folder / (name + src.name[len(Path(name).name):]), how))
+            used.add(place(src, out / folder / (name + src.name[len(Path(name).name) :]), how))
     masks = scene / "masks"
     if masks.is_dir():  # ColmapDataset needs a mask for every training image once masks/ exists
         for image_id in image_ids:

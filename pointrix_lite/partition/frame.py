@@ -93,8 +93,10 @@ def find_frame(points: np.ndarray, rotations: np.ndarray, translations: np.ndarr
     else:
         from_cameras = up_from_cameras(rotations) if up != "pca" else None
         if up == "cameras" and from_cameras is None:
-            raise DataError("--up cameras: the cameras roll or all face one way, so they do not show which way is up "
-                            "(use --up pca or name the axis)")  # fmt: skip
+            raise DataError(
+                "--up cameras: the cameras roll or all face one way, so they do not show which way is up "
+                "(use --up pca or name the axis)"
+            )
         method = "cameras" if from_cameras is not None else "pca"
         raw = from_cameras if from_cameras is not None else up_from_points(points)
         up_vec = signed_up(raw, rotations, points, camera_centers(rotations, translations))

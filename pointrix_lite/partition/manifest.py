@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from .cells import Rect
 from ..io.atomic import atomic_write_text as write_text
+from .cells import Rect
 
 VERSION = 1
 NAME = "manifest.json"
@@ -106,11 +106,17 @@ def load_manifest(path: Path) -> Manifest:
         where = f"{path}: blocks[{i}]"
         if not isinstance(raw, dict):
             raise DataError(f"{where}: expected an object")
-        blocks.append(Block(
-            _need(raw, "name", str, where), _need(raw, "folder", str, where),
-            _rect(_need(raw, "cell", list, where), f"{where}.cell"), _rect(_need(raw, "margin", list, where), f"{where}.margin"),
-            _need(raw, "n_points", int, where), _need(raw, "n_cell_points", int, where), _need(raw, "views", list, where),
-        ))  # fmt: skip
+        blocks.append(
+            Block(
+                _need(raw, "name", str, where),
+                _need(raw, "folder", str, where),
+                _rect(_need(raw, "cell", list, where), f"{where}.cell"),
+                _rect(_need(raw, "margin", list, where), f"{where}.margin"),
+                _need(raw, "n_points", int, where),
+                _need(raw, "n_cell_points", int, where),
+                _need(raw, "views", list, where),
+            )
+        )
     if not blocks:
         raise DataError(f"{path}: the manifest lists no blocks")
     where = str(path)
@@ -118,8 +124,17 @@ def load_manifest(path: Path) -> Manifest:
     if np.asarray(rotation, dtype=float).shape != (3, 3):
         raise DataError(f"{path}: key 'rotation' is not a 3 x 3 matrix")
     return Manifest(
-        _need(data, "scene", str, where), rotation, _need(data, "up_method", str, where), _need(data, "split", str, where),
-        float(_need(data, "margin_fraction", (int, float), where)), float(_need(data, "min_share", (int, float), where)),
-        _need(data, "test_every", int, where), _need(data, "test_views", list, where), _need(data, "n_train_views", int, where),
-        blocks, _need(data, "links", str, where), VERSION, path,
-    )  # fmt: skip
+        _need(data, "scene", str, where),
+        rotation,
+        _need(data, "up_method", str, where),
+        _need(data, "split", str, where),
+        float(_need(data, "margin_fraction", (int, float), where)),
+        float(_need(data, "min_share", (int, float), where)),
+        _need(data, "test_every", int, where),
+        _need(data, "test_views", list, where),
+        _need(data, "n_train_views", int, where),
+        blocks,
+        _need(data, "links", str, where),
+        VERSION,
+        path,
+    )

@@ -39,8 +39,10 @@ def block_ply(runs: Path, block: Block, manifest: Manifest) -> Path:
     status = read_status(runs, block.name)
     if status is not None and status.state != "done":
         why = status.message or status.state
-        raise DataError(f"{block.name}: training {status.state} ({why}; log {status.log}); rerun it with "
-                        f"scripts/train_blocks.py --manifest {manifest.path} --config X --only {block.name} --resume")  # fmt: skip
+        raise DataError(
+            f"{block.name}: training {status.state} ({why}; log {status.log}); rerun it with "
+            f"scripts/train_blocks.py --manifest {manifest.path} --config X --only {block.name} --resume"
+        )
     if not ply.is_file():
         raise DataError(f"{ply}: {block.name} has no trained model (train it with scripts/train_blocks.py)")
     return ply
@@ -67,13 +69,26 @@ def merge_blocks(manifest: Manifest, runs: Path, out: Path, say=print) -> tuple[
         say(f"  {block.name}: kept {counts[-1].kept:,} of {counts[-1].total:,} Gaussians (the rest lie in its margin)")
         parts.append(kept)
     if len(set(degree_of.values())) > 1:
-        raise DataError(f"blocks were trained with different SH degrees ({degree_of}: f_rest per channel); "
-                        "train every block with the same config")  # fmt: skip
+        raise DataError(
+            f"blocks were trained with different SH degrees ({degree_of}: f_rest per channel); "
+            "train every block with the same config"
+        )
     merged = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
     ply = save_ply(merged, out / PLY_NAME)
     write_text(out / "config.yaml", merged_config(manifest, runs))
-    write_text(out / "merge.json", json.dumps({"manifest": str(manifest.path), "runs": str(runs), "gaussians": len(merged["means"]),
-                                               "blocks": [c.__dict__ for c in counts]}, indent=1) + "\n")  # fmt: skip
+    write_text(
+        out / "merge.json",
+        json.dumps(
+            {
+                "manifest": str(manifest.path),
+                "runs": str(runs),
+                "gaussians": len(merged["means"]),
+                "blocks": [c.__dict__ for c in counts],
+            },
+            indent=1,
+        )
+        + "\n",
+    )
     return ply, counts
 
 

@@ -22,12 +22,28 @@ from pathlib import Path
 from .status import BlockStatus, write_status
 
 # What torchrun (torch.distributed.run) puts in a worker's environment to make it a rank of the job.
-RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-                  "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT")  # fmt: skip
+RANK_VARIABLES = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "ROLE_NAME",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+)
 # Every block trains on its training views only (the scene's test views are in no block folder), in
 # COLMAP's world frame: no held-out split of its own, no per-block test or validation, no turning.
-BLOCK_OVERRIDES = ("dataset.type=ColmapDataset", "dataset.eval=false", "dataset.orientation=none",
-                   "trainer.test_at_end=false", "trainer.val_interval=0")  # fmt: skip
+BLOCK_OVERRIDES = (
+    "dataset.type=ColmapDataset",
+    "dataset.eval=false",
+    "dataset.orientation=none",
+    "trainer.test_at_end=false",
+    "trainer.val_interval=0",
+)
 TRAIN_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "train.py"
 EXPORT_SCRIPT = TRAIN_SCRIPT.with_name("export.py")
 PLY_NAME = "point_cloud.ply"
@@ -63,7 +79,11 @@ def child_env(threads: int, local_rank: int | None) -> dict[str, str]:
 
 def train_command(job: BlockJob, config: Path, overrides: list[str], plugins: list[str], resume: bool) -> list[str]:
     """``python scripts/train.py --config X [overrides] dataset.data_path=<block> name=<block> exp_dir=<run>``."""
-    placed = [f"dataset.data_path={job.data}", f"name={job.name}", f"exp_dir={job.exp_dir}"]  # after the user's: they decide
+    placed = [
+        f"dataset.data_path={job.data}",
+        f"name={job.name}",
+        f"exp_dir={job.exp_dir}",
+    ]  # after the user's: they decide
     extra = [arg for p in plugins for arg in ("--plugin", p)] + (["--resume"] if resume else [])
     return [sys.executable, str(TRAIN_SCRIPT), "--config", str(config), *BLOCK_OVERRIDES, *overrides, *placed, *extra]
 
@@ -96,7 +116,9 @@ def measured_run(command: list[str], log, env: dict[str, str] | None = None) -> 
 def run_block(job: BlockJob, command: list[str], env: dict[str, str], rank: int) -> BlockStatus:
     """Run ``command`` for ``job`` with its output in the block's log; the status file follows it."""
     job.log.parent.mkdir(parents=True, exist_ok=True)
-    status = BlockStatus(job.name, "running", str(job.log), str(job.exp_dir), command, rank, socket.gethostname(), time.time())
+    status = BlockStatus(
+        job.name, "running", str(job.log), str(job.exp_dir), command, rank, socket.gethostname(), time.time()
+    )
     write_status(job.runs, status)
     start = time.perf_counter()
     with open(job.log, "a", encoding="utf-8") as log:
@@ -107,7 +129,16 @@ def run_block(job: BlockJob, command: list[str], env: dict[str, str], rank: int)
             write_status(job.runs, status)
             raise
         if code == 0 and not job.ply.is_file():  # a config without PlyExportHook: export the last checkpoint
-            export = [sys.executable, str(EXPORT_SCRIPT), "--exp-dir", str(job.exp_dir), "--format", "ply", "--out", str(job.ply)]
+            export = [
+                sys.executable,
+                str(EXPORT_SCRIPT),
+                "--exp-dir",
+                str(job.exp_dir),
+                "--format",
+                "ply",
+                "--out",
+                str(job.ply),
+            ]
             code = measured_run(export, log, env)[0]
     status.seconds, status.peak_rss_bytes, status.returncode = time.perf_counter() - start, rss, code
     status.state = "done" if code == 0 else "failed"

@@ -44,5 +44,7 @@ def class_errors(render: np.ndarray, gt: np.ndarray, masks: dict[str, np.ndarray
     for name, mask in masks.items():
         d = diff[mask]
         mse = float((d**2).mean()) if d.size else float("nan")
-        out[name] = ClassError(int(mask.sum()), float(np.abs(d).mean()) if d.size else float("nan"), -10 * np.log10(max(mse, 1e-12)))
+        out[name] = ClassError(
+            int(mask.sum()), float(np.abs(d).mean()) if d.size else float("nan"), -10 * np.log10(max(mse, 1e-12))
+        )
     return out

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, DataError
+from ..io import colmap as colmap_io
 from .block_folder import LINK_ORDER, write_block
 from .cells import Rect, grid_cells, kd_cells, margins
-from ..io import colmap as colmap_io
 from .frame import camera_centers, find_frame
 from .manifest import NAME, Block, Manifest
 from .visibility import PinholeView, assign_views, view_shares
@@ -51,7 +51,9 @@ def pinhole_view(image: Any, camera: Any) -> PinholeView:
     p = [float(v) for v in camera.params]
     fx, fy, cx, cy = (p[0], p[0], p[1], p[2]) if camera.model in ONE_FOCAL else (p[0], p[1], p[2], p[3])
     R = qvec_to_rotmat(image.qvec)
-    return PinholeView(image.name, R, np.asarray(image.tvec, dtype=np.float64), (fx, fy), (cx, cy), (camera.width, camera.height))
+    return PinholeView(
+        image.name, R, np.asarray(image.tvec, dtype=np.float64), (fx, fy), (cx, cy), (camera.width, camera.height)
+    )
 
 
 def held_out(names: list[str], test_every: int) -> set[str]:
@@ -94,8 +96,10 @@ def split_scene(scene: Path, out: Path, opts: SplitOptions, say: Callable[[str],
     in_cell = np.stack([c.contains(xy) for c in cells])
     home = np.stack([c.contains(frame.ground(camera_centers(Rs, ts))) for c in cells]).argmax(axis=0)
     rule = f"1 in {opts.test_every} by name" if opts.test_every else "none held out"
-    say(f"partition: {len(model.images)} images ({len(train_ids)} train, {len(test)} test: {rule}), "
-        f"{len(model.xyz):,} points; up {_fmt(frame.up)} from the {frame.method}")  # fmt: skip
+    say(
+        f"partition: {len(model.images)} images ({len(train_ids)} train, {len(test)} test: {rule}), "
+        f"{len(model.xyz):,} points; up {_fmt(frame.up)} from the {frame.method}"
+    )
 
     shares = view_shares(views, model.xyz, regions)
     chosen, orphans = assign_views(shares, opts.min_share, home)
@@ -108,18 +112,40 @@ def split_scene(scene: Path, out: Path, opts: SplitOptions, say: Callable[[str],
         name = f"block_{b:03d}"
         ids = [train_ids[v] for v in chosen[b]]
         ways.append(write_block(scene, out / "blocks" / name, model, ids, regions[b], opts.links))
-        blocks.append(Block(name, f"blocks/{name}", cell, margin, int(regions[b].sum()), int(in_cell[b].sum()),
-                            [model.images[i].name for i in ids]))  # fmt: skip
-        say(f"  {name}  cell {_fmt_rect(cell)}  {blocks[-1].n_points:,} points ({blocks[-1].n_cell_points:,} in the "
-            f"cell)  {len(ids)} views")  # fmt: skip
+        blocks.append(
+            Block(
+                name,
+                f"blocks/{name}",
+                cell,
+                margin,
+                int(regions[b].sum()),
+                int(in_cell[b].sum()),
+                [model.images[i].name for i in ids],
+            )
+        )
+        say(
+            f"  {name}  cell {_fmt_rect(cell)}  {blocks[-1].n_points:,} points ({blocks[-1].n_cell_points:,} in the "
+            f"cell)  {len(ids)} views"
+        )
     manifest = Manifest(
-        str(scene.resolve()), frame.rotation.tolist(), frame.method, _split_label(opts), opts.margin, opts.min_share,
-        opts.test_every, sorted(test), len(train_ids), blocks, max(ways, key=LINK_ORDER.index),
-    )  # fmt: skip
+        str(scene.resolve()),
+        frame.rotation.tolist(),
+        frame.method,
+        _split_label(opts),
+        opts.margin,
+        opts.min_share,
+        opts.test_every,
+        sorted(test),
+        len(train_ids),
+        blocks,
+        max(ways, key=LINK_ORDER.index),
+    )
     manifest.save(out / NAME)
     per_view = sum(len(b.views) for b in blocks) / len(train_ids)
-    say(f"partition: {opts.n_blocks} blocks ({_split_label(opts)}, margin {opts.margin:.0%} of a cell), "
-        f"{per_view:.2f} blocks per view ({orphans} views placed by their largest share only); images: {manifest.links}")  # fmt: skip
+    say(
+        f"partition: {opts.n_blocks} blocks ({_split_label(opts)}, margin {opts.margin:.0%} of a cell), "
+        f"{per_view:.2f} blocks per view ({orphans} views placed by their largest share only); images: {manifest.links}"
+    )
     return manifest
 
 
@@ -132,7 +158,10 @@ def _fmt(v: np.ndarray) -> str:
 
 
 def _fmt_rect(r: Rect) -> str:
-    b = ["-inf" if r.x0 is None else f"{r.x0:.2f}", "inf" if r.x1 is None else f"{r.x1:.2f}",
-         "-inf" if r.y0 is None else f"{r.y0:.2f}", "inf" if r.y1 is None else f"{r.y1:.2f}"]  # fmt: skip
+    b = [
+        "-inf" if r.x0 is None else f"{r.x0:.2f}",
+        "inf" if r.x1 is None else f"{r.x1:.2f}",
+        "-inf" if r.y0 is None else f"{r.y0:.2f}",
+        "inf" if r.y1 is None else f"{r.y1:.2f}",
+    ]
     return f"x[{b[0]}, {b[1]}) y[{b[2]}, {b[3]})"
-

@@ -45,22 +45,42 @@ def _per_view(p: np.ndarray) -> np.ndarray:
 
 def build_street() -> PhotoScene:
     """The ground, the walls and 9 buildings, each with its own photos and height."""
-    names = ("astronaut", "brick", "chelsea", "coffee", "coins", "grass", "gravel", "immunohistochemistry",
-             "moon", "motorcycle_left", "camera")  # fmt: skip
+    names = (
+        "astronaut",
+        "brick",
+        "chelsea",
+        "coffee",
+        "coins",
+        "grass",
+        "gravel",
+        "immunohistochemistry",
+        "moon",
+        "motorcycle_left",
+        "camera",
+    )
     photo = {name: Mip(load_photo(name)) for name in names}
     floor = GroundSquare(_per_view, half=HALF)
     room = Room(_per_view, half=HALF, height=WALL_HEIGHT)
     decals = [
         Decal(floor, floor_uv(floor), [Face(photo["gravel"], 0.01, (0.92, 0.82, 0.66))]),
-        Decal(room, room_uv(room), [Face(photo["brick"], 0.012, (0.85, 0.5, 0.38)),
-                                    Face(photo["grass"], 0.012, (0.55, 0.85, 0.45)),
-                                    Face(photo["motorcycle_left"], 0.03), Face(photo["coffee"], 0.03)]),
-    ]  # fmt: skip
+        Decal(
+            room,
+            room_uv(room),
+            [
+                Face(photo["brick"], 0.012, (0.85, 0.5, 0.38)),
+                Face(photo["grass"], 0.012, (0.55, 0.85, 0.45)),
+                Face(photo["motorcycle_left"], 0.03),
+                Face(photo["coffee"], 0.03),
+            ],
+        ),
+    ]
     facades = ("astronaut", "chelsea", "coffee", "coins", "immunohistochemistry", "moon", "motorcycle_left", "camera")
     rng = np.random.default_rng(SEED)
     for k, (cx, cy) in enumerate((x, y) for y in (-SPACING, 0.0, SPACING) for x in (-SPACING, 0.0, SPACING)):
         height = float(rng.uniform(1.0, 2.4))
-        box = Box(_per_view, center=(cx, cy, height / 2), half=(1.3, 1.3, height / 2), yaw=float(rng.uniform(-0.2, 0.2)))
+        box = Box(
+            _per_view, center=(cx, cy, height / 2), half=(1.3, 1.3, height / 2), yaw=float(rng.uniform(-0.2, 0.2))
+        )
         tint = tuple(float(t) for t in rng.uniform(0.7, 1.0, 3))
         # Each face its own crop of one of two photos: neighbouring facades differ, as in a street.
         faces = [Face(photo[facades[(k + f // 3) % len(facades)]], 0.006, tint, (37.0 * f, 23.0 * f)) for f in range(6)]

@@ -17,7 +17,6 @@ def import_pycolmap() -> ModuleType:
 
     import PIL.Image  # noqa: F401
     import PIL.PngImagePlugin  # noqa: F401
-
     import pycolmap
 
     return pycolmap

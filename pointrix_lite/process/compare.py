@@ -74,4 +74,6 @@ def compare_cameras(model: ColmapModel, truth: ColmapModel) -> PoseScore:
         angles.append(np.degrees(np.arccos(np.clip((np.trace(rel) - 1) / 2, -1.0, 1.0))))
     cam, true_cam = next(iter(model.cameras.values())), next(iter(truth.cameras.values()))
     focal_rel = abs(float(cam.params[0]) * true_cam.width / cam.width / float(true_cam.params[0]) - 1)
-    return PoseScore(len(names), len(true), float(np.median(err)), float(err.max()), float(np.median(angles)), focal_rel)
+    return PoseScore(
+        len(names), len(true), float(np.median(err)), float(err.max()), float(np.median(angles)), focal_rel
+    )

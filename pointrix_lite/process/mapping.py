@@ -47,7 +47,12 @@ def hierarchical_options(pycolmap: ModuleType, opts: ProcessOptions) -> Any:
 
 
 def map_scene(
-    pycolmap: ModuleType, database: Path, image_dir: Path, sparse_dir: Path, opts: ProcessOptions, on_image: Callable[[], None],
+    pycolmap: ModuleType,
+    database: Path,
+    image_dir: Path,
+    sparse_dir: Path,
+    opts: ProcessOptions,
+    on_image: Callable[[], None],
     mapper: str | None = None,
 ) -> dict[int, Any]:
     """Map with ``mapper`` (default ``opts.mapper``, which must not be ``auto`` then) into ``sparse_dir/<k>``;

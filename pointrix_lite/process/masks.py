@@ -42,7 +42,9 @@ def check_masks(mask_dir: Path, image_dir: Path, names: list[str]) -> None:
     stems = sorted(Path(n).stem for n in names)
     twins = sorted({a for a, b in zip(stems, stems[1:]) if a == b})
     if twins:
-        raise DataError(f"--masks: photos {', '.join(twins[:3])} differ only in extension, so DIR/<stem>.png is ambiguous")
+        raise DataError(
+            f"--masks: photos {', '.join(twins[:3])} differ only in extension, so DIR/<stem>.png is ambiguous"
+        )
     for name in names:
         path = _source(mask_dir, name)
         keep = _read(mask_dir, name)
@@ -52,9 +54,13 @@ def check_masks(mask_dir: Path, image_dir: Path, names: list[str]) -> None:
         if (keep.shape[1], keep.shape[0]) != size:
             shown = (
                 f" as shown (EXIF orientation {orientation} turns its stored {stored[0]}x{stored[1]} pixels; "
-                "draw the mask on the upright photo)" if size != stored else ""
+                "draw the mask on the upright photo)"
+                if size != stored
+                else ""
             )
-            raise DataError(f"{path}: mask is {keep.shape[1]}x{keep.shape[0]} but photo {name} is {size[0]}x{size[1]}{shown}")
+            raise DataError(
+                f"{path}: mask is {keep.shape[1]}x{keep.shape[0]} but photo {name} is {size[0]}x{size[1]}{shown}"
+            )
         if not keep.any():
             raise DataError(f"{path}: mask keeps no pixel (0 = ignore); leave the photo out instead")
 
@@ -66,7 +72,9 @@ def write_colmap_masks(mask_dir: Path, names: list[str], dst: Path) -> Path:
     return dst
 
 
-def undistort_masks(pycolmap: ModuleType, model_dir: Path, undistorted_dir: Path, mask_dir: Path, out: Path) -> list[Path]:
+def undistort_masks(
+    pycolmap: ModuleType, model_dir: Path, undistorted_dir: Path, mask_dir: Path, out: Path
+) -> list[Path]:
     """Warp the mask of every image of the undistorted model (``undistorted_dir``) from its distorted
     camera in ``model_dir`` exactly as its photo was (:mod:`.undistort`), but nearest neighbour, so a
     mask stays 0/1; pixels that see nothing of the photo are ignored."""

@@ -33,7 +33,11 @@ RETRIEVAL_STEPS = {  # retrieval's steps choosing the pairs, as the status line 
 
 
 def match_features(
-    pycolmap: ModuleType, database: Path, matcher: str, opts: ProcessOptions, status: Callable[[str], None] | None = None,
+    pycolmap: ModuleType,
+    database: Path,
+    matcher: str,
+    opts: ProcessOptions,
+    status: Callable[[str], None] | None = None,
     log: Path | None = None,
 ) -> tuple[int, int]:
     """Match and geometrically verify image pairs; returns (pairs matched, pairs verified).
@@ -51,13 +55,18 @@ def match_features(
     reader = MatchingReader()
     if matcher == "retrieval":
         path, n_pairs = write_retrieval_pairs(
-            pycolmap, database, opts, lambda step, done, total: say(RETRIEVAL_STEPS[step].format(done=done, total=total))
+            pycolmap,
+            database,
+            opts,
+            lambda step, done, total: say(RETRIEVAL_STEPS[step].format(done=done, total=total)),
         )
         pairing = pycolmap.ImportedPairingOptions()
         pairing.match_list_path = str(path)
         pairing.block_size = RETRIEVAL_BLOCK_PAIRS
         reader = MatchingReader(n_pairs, RETRIEVAL_BLOCK_PAIRS)
-        say(f"matching {n_pairs} pairs ({opts.retrieval_neighbors} most similar + next {RETRIEVAL_OVERLAP} by name per image)")
+        say(
+            f"matching {n_pairs} pairs ({opts.retrieval_neighbors} most similar + next {RETRIEVAL_OVERLAP} by name per image)"
+        )
     elif matcher == "vocab_tree" and opts.vocab_tree is None:
         raise DataError("--matcher vocab_tree needs --vocab-tree FILE (COLMAP would download one, and abort offline)")
     elif matcher not in ("exhaustive", "sequential", "vocab_tree"):
@@ -118,8 +127,9 @@ def write_retrieval_pairs(
         images = sorted(db.read_all_images(), key=lambda im: im.name)  # name order: capture order
         ids = [im.image_id for im in images]
         counts = [int(db.num_descriptors_for_image(i)) for i in ids]
-        pairs = retrieval_pairs(_DatabaseDescriptors(db, ids), opts.retrieval_neighbors, RETRIEVAL_OVERLAP,
-                                counts=counts, progress=progress)  # fmt: skip
+        pairs = retrieval_pairs(
+            _DatabaseDescriptors(db, ids), opts.retrieval_neighbors, RETRIEVAL_OVERLAP, counts=counts, progress=progress
+        )
     finally:
         db.close()
     path = database.parent / "pairs.txt"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from . import sfm
 from .colmap_import import import_pycolmap
 from .colmap_log import LOG_NAME, HierarchicalReader, follow
 from .downscale import write_downscaled
@@ -18,10 +19,9 @@ from .mapping import map_scene
 from .matching import match_features
 from .options import CLUSTER_OVERLAP, ProcessOptions
 from .report import Summary, print_summary, write_summary
-from .undistort import undistort
 from .sfm import ChosenModel
+from .undistort import undistort
 from .upright import write_upright
-from . import sfm
 
 STAGE_FILE = "stage.txt"  # the stage running now: the parent names it if pycolmap aborts the worker
 
@@ -34,7 +34,7 @@ class Stages:
         self._status = None
 
     @contextlib.contextmanager
-    def stage(self, name: str, text: str) -> Iterator["Stages"]:
+    def stage(self, name: str, text: str) -> Iterator[Stages]:
         (self.colmap_dir / STAGE_FILE).write_text(name + "\n")
         start = time.perf_counter()
         with self.console.status(f"[bold]{name}[/bold]: {text}") as status:
@@ -78,9 +78,12 @@ def run(opts: ProcessOptions, console: Console) -> Summary:
         how = "sharpest" if opts.sharp_frames else "middle"
         with stages.stage("frames", f"reading {opts.video.name}") as st:
             names = select_frames(
-                opts.video, frames_dir, opts.num_frames, opts.sharp_frames,
+                opts.video,
+                frames_dir,
+                opts.num_frames,
+                opts.sharp_frames,
                 on_frame=lambda i, n: st.update(f"frame {i}/{n}") if i % 10 == 0 or i == n else None,
-            )  # fmt: skip
+            )
             st.done(f"{len(names)} frames ({how} of each window) -> {frames_dir}")
         images = scan_images(frames_dir)
     else:
@@ -119,8 +122,11 @@ def _structure_from_motion(
     n = len(images.names)
     if images.skipped:
         console = stages.console
-        console.print(f"[yellow]skipping {len(images.skipped)} unreadable file(s)[/yellow]: "
-                      + ", ".join(f"{name} ({why})" for name, why in images.skipped[:5]), highlight=False)
+        console.print(
+            f"[yellow]skipping {len(images.skipped)} unreadable file(s)[/yellow]: "
+            + ", ".join(f"{name} ({why})" for name, why in images.skipped[:5]),
+            highlight=False,
+        )
     colmap_masks = None
     if opts.masks is not None:
         from .masks import write_colmap_masks
@@ -143,7 +149,11 @@ def _structure_from_motion(
     chosen = _map(pycolmap, opts, database, images, colmap_dir, stages)
     rec = chosen.reconstruction
     summary.focal_lengths = sfm.check_intrinsics(rec, opts.camera_model)
-    summary.registered, summary.unregistered, summary.dropped_models = chosen.registered, chosen.unregistered, chosen.dropped
+    summary.registered, summary.unregistered, summary.dropped_models = (
+        chosen.registered,
+        chosen.unregistered,
+        chosen.dropped,
+    )
     summary.reprojection_error = float(rec.compute_mean_reprojection_error())
     summary.num_points = int(rec.num_points3D())
     with stages.stage("undistort", "to PINHOLE") as st:
@@ -153,15 +163,24 @@ def _structure_from_motion(
         from .masks import undistort_masks
 
         with stages.stage("masks", "undistorting") as st:
-            written = undistort_masks(pycolmap, colmap_dir / "sparse" / str(chosen.index), opts.out / "sparse" / "0",
-                                      opts.masks, opts.out / "masks")
+            written = undistort_masks(
+                pycolmap,
+                colmap_dir / "sparse" / str(chosen.index),
+                opts.out / "sparse" / "0",
+                opts.masks,
+                opts.out / "masks",
+            )
             st.done(f"{len(written)} masks -> {opts.out / 'masks'}")
     # What training reads: the undistorted cameras (undistortion changes the image size).
-    sizes = [(int(c.width), int(c.height)) for c in pycolmap.Reconstruction(str(opts.out / "sparse" / "0")).cameras.values()]
+    sizes = [
+        (int(c.width), int(c.height)) for c in pycolmap.Reconstruction(str(opts.out / "sparse" / "0")).cameras.values()
+    ]
     summary.image_size = list(max(sizes, key=lambda wh: wh[0] * wh[1])) if sizes else []
 
 
-def _map(pycolmap, opts: ProcessOptions, database: Path, images: ImageSet, colmap_dir: Path, stages: Stages) -> ChosenModel:
+def _map(
+    pycolmap, opts: ProcessOptions, database: Path, images: ImageSet, colmap_dir: Path, stages: Stages
+) -> ChosenModel:
     """The mapping stage with its status line: registered images (incremental) or clusters (hierarchical)."""
     n, mapper = len(images.names), opts.resolved_mapper(len(images.names))
     registered = [2]  # the incremental mapper's callback fires for each image after the initial pair
@@ -170,7 +189,9 @@ def _map(pycolmap, opts: ProcessOptions, database: Path, images: ImageSet, colma
         registered[0] += 1
         stages.update(f"{mapper}: {registered[0]}/{n} images registered (over all models so far)")
 
-    clusters = f", clusters of {opts.cluster_images} + {CLUSTER_OVERLAP} shared images" if mapper == "hierarchical" else ""
+    clusters = (
+        f", clusters of {opts.cluster_images} + {CLUSTER_OVERLAP} shared images" if mapper == "hierarchical" else ""
+    )
     with stages.stage("mapping", f"{mapper}{clusters}") as st:
         watch = contextlib.nullcontext()
         if mapper == "hierarchical":  # no callback: its progress is in COLMAP's log

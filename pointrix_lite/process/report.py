@@ -62,18 +62,26 @@ def print_summary(console: Console, s: Summary) -> None:
     for k, n in s.dropped_models:
         console.print(f"  dropped model colmap/sparse/{k} ({n} images; only the largest model is used)", markup=False)
     if s.skipped_inputs:
-        console.print(f"  skipped {len(s.skipped_inputs)} unreadable file(s), e.g. {s.skipped_inputs[0][0]}", markup=False)
+        console.print(
+            f"  skipped {len(s.skipped_inputs)} unreadable file(s), e.g. {s.skipped_inputs[0][0]}", markup=False
+        )
     focal = ", ".join(f"fx {fx:.1f} fy {fy:.1f}" for fx, fy in s.focal_lengths)
-    console.print(f"  mean reprojection error {s.reprojection_error:.3f} px; {s.num_points} points; focal {focal}", markup=False)
+    console.print(
+        f"  mean reprojection error {s.reprojection_error:.3f} px; {s.num_points} points; focal {focal}", markup=False
+    )
     stages = ", ".join(f"{name} {sec:.1f} s" for name, sec in s.stage_seconds.items())
     console.print(f"  time: {stages} (total {sum(s.stage_seconds.values()):.1f} s)", markup=False)
     if s.downscaled:
-        console.print(f"  downscaled: {', '.join(s.downscaled)} (train on them with dataset.scale=2, 4, ...)", markup=False)
+        console.print(
+            f"  downscaled: {', '.join(s.downscaled)} (train on them with dataset.scale=2, 4, ...)", markup=False
+        )
     if s.image_size:
         from ..data.resolution import auto_scale, describe  # the rule the training config applies
 
         w, h = s.image_size
-        console.print(f"  {describe(w, h, auto_scale(w, h))} ({TRAIN_CONFIG} has scale: auto)", markup=False, soft_wrap=True)
+        console.print(
+            f"  {describe(w, h, auto_scale(w, h))} ({TRAIN_CONFIG} has scale: auto)", markup=False, soft_wrap=True
+        )
     console.print("\n[bold]Train next:[/bold]")
     console.print(f"  {s.train_command()}", markup=False, soft_wrap=True)
 

@@ -144,8 +144,12 @@ def _vocabulary_sample(descriptors: Sequence[np.ndarray], counts: Sequence[int],
 
 
 def retrieval_pairs(
-    descriptors: Sequence[np.ndarray], neighbours: int, overlap: int, seed: int = 0,
-    counts: Sequence[int] | None = None, progress: Progress | None = None,
+    descriptors: Sequence[np.ndarray],
+    neighbours: int,
+    overlap: int,
+    seed: int = 0,
+    counts: Sequence[int] | None = None,
+    progress: Progress | None = None,
 ) -> list[tuple[int, int]]:
     """Pairs ``(i, j)``, ``i < j``, sorted, of images given in capture (name) order by their SIFT descriptors.
 

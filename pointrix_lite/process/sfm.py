@@ -54,7 +54,12 @@ def by_size(image_dir: Path, names: list[str]) -> list[list[str]]:
 
 
 def extract_features(
-    pycolmap: ModuleType, database: Path, image_dir: Path, names: list[str], opts: ProcessOptions, progress: Progress,
+    pycolmap: ModuleType,
+    database: Path,
+    image_dir: Path,
+    names: list[str],
+    opts: ProcessOptions,
+    progress: Progress,
     mask_dir: Path | None = None,
 ) -> int:
     """SIFT on the CPU for ``names`` (one camera shared by all images of a size); returns the number of keypoints.
@@ -79,9 +84,14 @@ def extract_features(
         for start in range(0, len(group), chunk):
             part = group[start : start + chunk]
             pycolmap.extract_features(
-                database, image_dir, image_names=part, camera_mode=pycolmap.CameraMode.SINGLE,
-                reader_options=reader, extraction_options=extraction, device=pycolmap.Device.cpu,
-            )  # fmt: skip
+                database,
+                image_dir,
+                image_names=part,
+                camera_mode=pycolmap.CameraMode.SINGLE,
+                reader_options=reader,
+                extraction_options=extraction,
+                device=pycolmap.Device.cpu,
+            )
             done += len(part)
             progress(done, len(names))
             if reader.existing_camera_id < 0:

@@ -51,9 +51,12 @@ def aligned_pinhole(pycolmap: ModuleType, camera: Any) -> Any:
     x0, y0 = math.ceil(left - ON_GRID), math.ceil(top - ON_GRID)
     width, height = math.floor(right + ON_GRID) - x0, math.floor(bottom + ON_GRID) - y0
     return pycolmap.Camera(
-        model="PINHOLE", width=max(1, width), height=max(1, height), params=[fx, fy, cx - x0, cy - y0],
+        model="PINHOLE",
+        width=max(1, width),
+        height=max(1, height),
+        params=[fx, fy, cx - x0, cy - y0],
         camera_id=camera.camera_id,
-    )  # fmt: skip
+    )
 
 
 def copy_camera(pycolmap: ModuleType, camera: Any) -> Any:

@@ -80,7 +80,11 @@ def _place(src: Path, dst: Path) -> None:
 
 
 def write_upright(
-    root: Path, names: list[str], turned: dict[str, int], dst: Path, threads: int = -1,
+    root: Path,
+    names: list[str],
+    turned: dict[str, int],
+    dst: Path,
+    threads: int = -1,
     progress: Callable[[int, int], None] | None = None,
 ) -> None:
     """Every photo of ``names`` (in ``root``) into ``dst``: those in ``turned`` (name -> orientation)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Optional
 
 from torch import Tensor
 
@@ -23,9 +22,16 @@ from .options import RasterOptions, Result, gsplat_call
 
 
 def rasterize_gsplat(
-    means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, colors: Tensor, viewmats: Tensor, Ks: Tensor,
-    backgrounds: Optional[Tensor], options: RasterOptions,
-) -> Result:  # fmt: skip
+    means: Tensor,
+    quats: Tensor,
+    scales: Tensor,
+    opacities: Tensor,
+    colors: Tensor,
+    viewmats: Tensor,
+    Ks: Tensor,
+    backgrounds: Tensor | None,
+    options: RasterOptions,
+) -> Result:
     """Same results as :func:`pointrix_lite.renderer.rasterization`; CUDA tensors only.
 
     The options carry gsplat's own names and defaults, so they pass through unchanged.
@@ -37,17 +43,25 @@ def rasterize_gsplat(
     except ImportError as exc:  # pragma: no cover - gsplat is a dependency
         raise ConfigError(f"backend 'gsplat' is unavailable: {exc}") from exc
     return gsplat_rasterization(
-        means, quats, scales, opacities, colors, viewmats, Ks, options.width, options.height,
+        means,
+        quats,
+        scales,
+        opacities,
+        colors,
+        viewmats,
+        Ks,
+        options.width,
+        options.height,
         backgrounds=backgrounds,
         packed=False,  # dense [C, N] meta, the layout the rest of pointrix_lite reads
         **options.keywords(),
-    )  # fmt: skip
+    )
 
 
 rasterization_gsplat = gsplat_call(rasterize_gsplat, "rasterization_gsplat")
 
 
-def prepare_gsplat(announce: Optional[Callable[[str], object]] = None) -> None:
+def prepare_gsplat(announce: Callable[[str], object] | None = None) -> None:
     """Load gsplat's CUDA kernels before training, building them first if this machine has no build.
 
     gsplat compiles its extension on first import (1-2 minutes, cached by torch in
@@ -68,7 +82,9 @@ def prepare_gsplat(announce: Optional[Callable[[str], object]] = None) -> None:
     try:
         from gsplat.cuda._backend import _C
     except Exception as exc:  # a failed nvcc run surfaces as various errors; name the cause in one line
-        raise ConfigError(f"renderer.backend: gsplat's CUDA kernels failed to build: {' '.join(str(exc).split())[:300]}") from None
+        raise ConfigError(
+            f"renderer.backend: gsplat's CUDA kernels failed to build: {' '.join(str(exc).split())[:300]}"
+        ) from None
     if _C is None:
         raise ConfigError(
             "renderer.backend: gsplat's CUDA kernels are not built and no CUDA toolkit (nvcc) was found to build "
@@ -78,7 +94,7 @@ def prepare_gsplat(announce: Optional[Callable[[str], object]] = None) -> None:
         announce(f"built gsplat's CUDA kernels in {time.perf_counter() - start:.0f} s")
 
 
-def _pending_gsplat_build() -> Optional[str]:
+def _pending_gsplat_build() -> str | None:
     """The folder gsplat's first import will compile into, or None when it will load a build."""
     import importlib.util
     import sys

@@ -8,8 +8,9 @@ edit. Field names and defaults are gsplat 1.5.3's, so the options pass to gsplat
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Optional, TypeVar, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 from torch import Tensor
 
@@ -29,7 +30,7 @@ class RasterOptionError(ValueError):
     """A refused rasterizer option, one line. ``key`` and ``problem`` let ``GaussianRenderer.Config``
     name the YAML key (``renderer.tile_size: must be >= 1, got 0``) from the same rule."""
 
-    def __init__(self, key: str, problem: str, message: Optional[str] = None) -> None:
+    def __init__(self, key: str, problem: str, message: str | None = None) -> None:
         self.key, self.problem, self.message = key, problem, message
         super().__init__(f"rasterization: {message or f'{key} {problem}'}")
 
@@ -53,7 +54,7 @@ class RasterOptions:
     far_plane: float = 1e10
     radius_clip: float = 0.0
     eps2d: float = 0.3
-    sh_degree: Optional[int] = None
+    sh_degree: int | None = None
     render_mode: RenderMode = "RGB"
     rasterize_mode: RasterizeMode = "classic"
     tile_size: int = 16
@@ -65,9 +66,10 @@ class RasterOptions:
         for key, value in sizes.items():
             if value < 1:
                 raise RasterOptionError(
-                    key, f"must be >= 1, got {value}",
+                    key,
+                    f"must be >= 1, got {value}",
                     "width, height and tile_size must be positive, got {width}, {height}, {tile_size}".format(**sizes),
-                )  # fmt: skip
+                )
         for key in ("eps2d", "radius_clip"):
             if not getattr(self, key) >= 0.0:  # `not >=`: NaN is refused too
                 raise RasterOptionError(key, f"must be >= 0, got {getattr(self, key)}")
@@ -110,9 +112,18 @@ def gsplat_call(backend: Callable[..., R], name: str) -> Callable[..., R]:
     calling form of ``rasterization()`` without ``backend`` (tests and docs call backends that way)."""
 
     def call(
-        means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, colors: Tensor, viewmats: Tensor,
-        Ks: Tensor, width: int, height: int, backgrounds: Optional[Tensor] = None, **keywords: Any,
-    ) -> R:  # fmt: skip
+        means: Tensor,
+        quats: Tensor,
+        scales: Tensor,
+        opacities: Tensor,
+        colors: Tensor,
+        viewmats: Tensor,
+        Ks: Tensor,
+        width: int,
+        height: int,
+        backgrounds: Tensor | None = None,
+        **keywords: Any,
+    ) -> R:
         options = RasterOptions(width, height, **keywords)
         return backend(means, quats, scales, opacities, colors, viewmats, Ks, backgrounds, options)
 

@@ -11,8 +11,9 @@ hands the whole call to gsplat, whose own ``rendering.py`` is this sequence on C
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -30,7 +31,7 @@ class Inputs(NamedTuple):
     colors: Tensor  # [N, D] / [C, N, D], or SH [N, K, 3] / [C, N, K, 3]
     viewmats: Tensor  # [C, 4, 4]
     Ks: Tensor  # [C, 3, 3]
-    backgrounds: Optional[Tensor]  # [C, D] or None
+    backgrounds: Tensor | None  # [C, D] or None
 
 
 class Projection(NamedTuple):
@@ -40,7 +41,7 @@ class Projection(NamedTuple):
     means2d: Tensor  # [C, N, 2]
     depths: Tensor  # [C, N]  camera-space z
     conics: Tensor  # [C, N, 3]  inverse blurred 2D covariance (a, b, c) of [[a, b], [b, c]]
-    compensations: Optional[Tensor]  # [C, N] antialiased mode, else None
+    compensations: Tensor | None  # [C, N] antialiased mode, else None
 
 
 @dataclass(frozen=True)
@@ -65,13 +66,21 @@ class Stages:
     sh: Callable[[Tensor, Tensor, Tensor, Tensor, int], Tensor]
     bin: Callable[[Projection, Tensor, RasterOptions], tuple[Any, Tensor]]
     rasterize: Callable[
-        [Projection, Tensor, Tensor, Optional[Tensor], Any, RasterOptions], tuple[Tensor, Tensor, dict[str, Any]]
+        [Projection, Tensor, Tensor, Tensor | None, Any, RasterOptions], tuple[Tensor, Tensor, dict[str, Any]]
     ]
 
     def __call__(
-        self, means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, colors: Tensor, viewmats: Tensor,
-        Ks: Tensor, backgrounds: Optional[Tensor], options: RasterOptions,
-    ) -> Result:  # fmt: skip
+        self,
+        means: Tensor,
+        quats: Tensor,
+        scales: Tensor,
+        opacities: Tensor,
+        colors: Tensor,
+        viewmats: Tensor,
+        Ks: Tensor,
+        backgrounds: Tensor | None,
+        options: RasterOptions,
+    ) -> Result:
         return render(self, Inputs(means, quats, scales, opacities, colors, viewmats, Ks, backgrounds), options)
 
 
@@ -121,7 +130,7 @@ def render(stages: Stages, inputs: Inputs, options: RasterOptions) -> Result:
     return colors, alphas, {**meta, **extra}
 
 
-def _features(stages: Stages, x: Inputs, proj: Projection, o: RasterOptions) -> tuple[Tensor, Optional[Tensor]]:
+def _features(stages: Stages, x: Inputs, proj: Projection, o: RasterOptions) -> tuple[Tensor, Tensor | None]:
     """The blended channels [C, N, D'] and their backgrounds [C, D'] (or None) for ``o.render_mode``."""
     C, N = proj.depths.shape
     if o.sh_degree is None:

@@ -9,7 +9,8 @@ built, else the pure-torch reference (on the CPU with one warning per process, s
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from torch import Tensor
 
@@ -20,9 +21,16 @@ _warned_torch_fallback = False
 
 
 def _check_tensors(
-    means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, colors: Tensor,
-    viewmats: Tensor, Ks: Tensor, backgrounds: Optional[Tensor], sh_degree: Optional[int],
-) -> None:  # fmt: skip
+    means: Tensor,
+    quats: Tensor,
+    scales: Tensor,
+    opacities: Tensor,
+    colors: Tensor,
+    viewmats: Tensor,
+    Ks: Tensor,
+    backgrounds: Tensor | None,
+    sh_degree: int | None,
+) -> None:
     def bad(msg: str) -> None:
         raise ValueError(f"rasterization: {msg}")
 
@@ -32,7 +40,12 @@ def _check_tensors(
     if viewmats.dim() != 3 or viewmats.shape[1:] != (4, 4):
         bad(f"viewmats must be [C, 4, 4], got {list(viewmats.shape)}")
     C = viewmats.shape[0]
-    expected = {"quats": (quats, (N, 4)), "scales": (scales, (N, 3)), "opacities": (opacities, (N,)), "Ks": (Ks, (C, 3, 3))}
+    expected = {
+        "quats": (quats, (N, 4)),
+        "scales": (scales, (N, 3)),
+        "opacities": (opacities, (N,)),
+        "Ks": (Ks, (C, 3, 3)),
+    }
     for name, (t, shape) in expected.items():
         if tuple(t.shape) != shape:
             bad(f"{name} must be {list(shape)}, got {list(t.shape)}")
@@ -73,8 +86,11 @@ def _resolve_backend(backend: str, means: Tensor) -> str:
         _warned_torch_fallback = True
         from .native import FALLBACK_LINE, unavailable_reason
 
-        warnings.warn(f"pointrix_lite: native rasterizer unavailable ({unavailable_reason()}); {FALLBACK_LINE}",
-                      RuntimeWarning, stacklevel=3)  # fmt: skip
+        warnings.warn(
+            f"pointrix_lite: native rasterizer unavailable ({unavailable_reason()}); {FALLBACK_LINE}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     return "torch"
 
 
@@ -98,8 +114,8 @@ def rasterization(
     far_plane: float = 1e10,
     radius_clip: float = 0.0,
     eps2d: float = 0.3,
-    sh_degree: Optional[int] = None,
-    backgrounds: Optional[Tensor] = None,
+    sh_degree: int | None = None,
+    backgrounds: Tensor | None = None,
     render_mode: RenderMode = "RGB",
     rasterize_mode: RasterizeMode = "classic",
     tile_size: int = 16,
@@ -138,17 +154,33 @@ def rasterization(
         [C, N] (compensated in antialiased mode), ``width``, ``height``, ``n_cameras``, ``tile_size``.
     """
     options = RasterOptions(
-        width, height, near_plane=near_plane, far_plane=far_plane, radius_clip=radius_clip, eps2d=eps2d,
-        sh_degree=sh_degree, render_mode=render_mode, rasterize_mode=rasterize_mode, tile_size=tile_size,
+        width,
+        height,
+        near_plane=near_plane,
+        far_plane=far_plane,
+        radius_clip=radius_clip,
+        eps2d=eps2d,
+        sh_degree=sh_degree,
+        render_mode=render_mode,
+        rasterize_mode=rasterize_mode,
+        tile_size=tile_size,
         absgrad=absgrad,
-    )  # fmt: skip
+    )
     return rasterize(means, quats, scales, opacities, colors, viewmats, Ks, backgrounds, options, backend)
 
 
 def rasterize(
-    means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, colors: Tensor, viewmats: Tensor, Ks: Tensor,
-    backgrounds: Optional[Tensor], options: RasterOptions, backend: Backend = "auto",
-) -> Result:  # fmt: skip
+    means: Tensor,
+    quats: Tensor,
+    scales: Tensor,
+    opacities: Tensor,
+    colors: Tensor,
+    viewmats: Tensor,
+    Ks: Tensor,
+    backgrounds: Tensor | None,
+    options: RasterOptions,
+    backend: Backend = "auto",
+) -> Result:
     """:func:`rasterization` for a caller that holds its options already (``GaussianRenderer``):
     the same tensor checks, backend choice and results, with ``options`` handed on as they are."""
     check_choice("backend", backend, BACKENDS)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -70,10 +71,10 @@ class GaussianRenderer:
             keys = {f.name: getattr(self, f.name) for f in fields(self) if f.name in _RASTER_KEYS}
             return RasterOptions(width, height, **{**keys, **per_call})
 
-    def __init__(self, config: "GaussianRenderer.Config | None" = None, **_: Any) -> None:
+    def __init__(self, config: GaussianRenderer.Config | None = None, **_: Any) -> None:
         self.config = config or GaussianRenderer.Config()
 
-    def prepare(self, device: Union[str, torch.device], announce: Optional[Callable[[str], object]] = None) -> None:
+    def prepare(self, device: str | torch.device, announce: Callable[[str], object] | None = None) -> None:
         """Build or load, before training, what rendering on ``device`` will need, so that no first
         step hides a compile: the native CPU extension for backend auto/native on the CPU (about a
         minute on its first build); gsplat's CUDA kernels for auto/gsplat on CUDA (1-2 minutes on
@@ -99,7 +100,7 @@ class GaussianRenderer:
         kernels.warm_up(torch.device(device), announce)
 
     def __call__(
-        self, model: Any, cameras: Sequence[Any], background: Union[Sequence[float], Tensor], depth: bool = True
+        self, model: Any, cameras: Sequence[Any], background: Sequence[float] | Tensor, depth: bool = True
     ) -> dict[str, Any]:
         """Render ``model.render_params()`` into ``cameras`` (objects with viewmat, K, width, height).
 
@@ -122,11 +123,21 @@ class GaussianRenderer:
         device, dtype = means.device, means.dtype
         viewmats, Ks = _camera_matrices(cameras, device, dtype)
         bg = device_policy.upload(torch.as_tensor(background), device, dtype).reshape(1, 3).expand(len(cameras), 3)
-        options = self.config.options(width, height, sh_degree=params["sh_degree"], render_mode="RGB+ED" if depth else "RGB")
+        options = self.config.options(
+            width, height, sh_degree=params["sh_degree"], render_mode="RGB+ED" if depth else "RGB"
+        )
         colors, alphas, meta = rasterize(
-            means, params["quats"], params["scales"], params["opacities"], params["colors"], viewmats, Ks, bg,
-            options, self.config.backend,
-        )  # fmt: skip
+            means,
+            params["quats"],
+            params["scales"],
+            params["opacities"],
+            params["colors"],
+            viewmats,
+            Ks,
+            bg,
+            options,
+            self.config.backend,
+        )
         means2d = meta["means2d"]
         if means2d.requires_grad:
             means2d.retain_grad()
@@ -176,8 +187,16 @@ class GaussianRenderer:
         options = self.config.options(W, H, absgrad=False)  # RGB of the probe's D channels, no SH
         with torch.enable_grad():
             image, _, _ = rasterize(
-                means, params["quats"].detach(), params["scales"].detach(), params["opacities"].detach(), probe,
-                viewmats, Ks, torch.zeros(C, D, device=device, dtype=dtype), options, self.config.backend,
-            )  # fmt: skip
+                means,
+                params["quats"].detach(),
+                params["scales"].detach(),
+                params["opacities"].detach(),
+                probe,
+                viewmats,
+                Ks,
+                torch.zeros(C, D, device=device, dtype=dtype),
+                options,
+                self.config.backend,
+            )
             (grad,) = torch.autograd.grad(image, probe, grad_outputs=pixel_weights.to(device=device, dtype=dtype))
         return grad

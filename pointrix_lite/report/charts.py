@@ -25,7 +25,9 @@ def thin(points: list[Point], limit: int = MAX_POINTS) -> list[Point]:
     edges = [round(i * len(points) / limit) for i in range(limit + 1)]
     runs = [points[a:b] for a, b in zip(edges, edges[1:])]
     return [
-        Point(round(sum(p.step for p in r) / len(r)), sum(p.seconds for p in r) / len(r), sum(p.value for p in r) / len(r))
+        Point(
+            round(sum(p.step for p in r) / len(r)), sum(p.seconds for p in r) / len(r), sum(p.value for p in r) / len(r)
+        )
         for r in runs
     ]
 
@@ -40,16 +42,22 @@ def curves_section(log: RunLog, log_name: str) -> str:
             continue
         points = {n: thin(log.series[n]) for n in names}
         for axis, title in (("step", "steps"), ("seconds", "seconds")):
-            series = [Series(n, [float(getattr(p, axis)) for p in ps], [p.value for p in ps]) for n, ps in points.items()]
+            series = [
+                Series(n, [float(getattr(p, axis)) for p in ps], [p.value for p in ps]) for n, ps in points.items()
+            ]
             parts.append(line_chart(series, f"{label} against {title}", title, label))
         thinned = [n for n in names if len(log.series[n]) > MAX_POINTS]
         if thinned:
-            parts.append(f'<p class="note">{escape(", ".join(thinned))}: more than {MAX_POINTS} records, '
-                         f"drawn as the means of {MAX_POINTS} runs of consecutive ones.</p>")  # fmt: skip
+            parts.append(
+                f'<p class="note">{escape(", ".join(thinned))}: more than {MAX_POINTS} records, '
+                f"drawn as the means of {MAX_POINTS} runs of consecutive ones.</p>"
+            )
     notes = [*log.problems]
     if log.resumes:
-        notes.append(f"{log.resumes} resumed run(s): each continues the curves from its checkpoint's step; "
-                     "seconds count training runs only, not the time between them.")  # fmt: skip
+        notes.append(
+            f"{log.resumes} resumed run(s): each continues the curves from its checkpoint's step; "
+            "seconds count training runs only, not the time between them."
+        )
     parts += [f'<p class="note">{escape(n)}</p>' for n in notes]
     return "\n".join(parts)
 

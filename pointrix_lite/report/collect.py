@@ -69,8 +69,11 @@ def _read_config(run: RunData) -> None:
 def _read_metrics(run: RunData) -> None:
     path = run.exp_dir / "metrics.json"
     if not path.is_file():
-        why = "trainer.test_at_end is false" if option(run.config, "trainer.test_at_end") is False else (
-            "the run has not reached its test yet, or stopped before it")
+        why = (
+            "trainer.test_at_end is false"
+            if option(run.config, "trainer.test_at_end") is False
+            else ("the run has not reached its test yet, or stopped before it")
+        )
         run.missing["metrics"] = f"No metrics.json: no test scores ({why})."
         return
     try:
@@ -86,7 +89,9 @@ def _read_metrics(run: RunData) -> None:
 
 def _read_run_log(run: RunData) -> None:
     writers = option(run.config, "writers")
-    names = [w.get("filename", DEFAULT_LOG) for w in writers or [] if isinstance(w, dict) and w.get("type") == "JsonlWriter"]
+    names = [
+        w.get("filename", DEFAULT_LOG) for w in writers or [] if isinstance(w, dict) and w.get("type") == "JsonlWriter"
+    ]
     if isinstance(writers, list) and not names:
         kinds = [str(w.get("type")) for w in writers if isinstance(w, dict)]
         text = f"No curves: the run's writers ({', '.join(kinds) or 'none'}) include no JsonlWriter, whose log this page draws"

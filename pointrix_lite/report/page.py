@@ -78,9 +78,11 @@ def build_page(run: RunData, views: ShownViews | None, max_side: int) -> str:
         ("phases", "Time", _phases_section(run)),
         ("config", "Config", _config_section(run)),
     ]
-    body = "\n".join(f'<section id="{sid}">\n<h2>{title}</h2>\n{content}\n</section>' for sid, title, content in sections)
+    body = "\n".join(
+        f'<section id="{sid}">\n<h2>{title}</h2>\n{content}\n</section>' for sid, title, content in sections
+    )
     return (
-        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
         f"<title>{escape(name)}: run report</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
         f"<h1>{escape(name)}</h1>\n"
@@ -113,8 +115,11 @@ def _config_section(run: RunData) -> str:
 
 def _views_section(run: RunData, views: ShownViews | None, max_side: int) -> str:
     if views is None or views.total == 0:
-        why = ("trainer.save_test_renders is false" if option(run.config, "trainer.save_test_renders") is False
-               else "the run has not reached its test, or it saved no renders")  # fmt: skip
+        why = (
+            "trainer.save_test_renders is false"
+            if option(run.config, "trainer.save_test_renders") is False
+            else "the run has not reached its test, or it saved no renders"
+        )
         return f'<p class="missing">No test renders: renders/test/ has no PNGs ({escape(why)}).</p>'
     scale = error_scale(views.error_histogram)
     intro = [f'<p class="note">{escape(_views_note(views, max_side, scale))}</p>']
@@ -129,9 +134,10 @@ def _views_section(run: RunData, views: ShownViews | None, max_side: int) -> str
             f'<img data-kind="{kind}" alt="{escape(view.name)} {label}" width="{image.shape[1]}" '
             f'height="{image.shape[0]}" src="{png_data_uri(image, palette)}">'
             for kind, label, image, palette in (
-                ("render", "render", view.render, None), ("gt", "ground truth", view.gt, None),
+                ("render", "render", view.render, None),
+                ("gt", "ground truth", view.gt, None),
                 ("error", "error map", error, COLOURS),
-            )  # fmt: skip
+            )
             if image is not None
         ]
         scores = per_view.get(view.name) if isinstance(per_view.get(view.name), dict) else {}

@@ -80,27 +80,41 @@ def line_chart(series: list[Series], title: str, x_label: str, y_label: str) -> 
     for t in x_ticks:
         if x0 <= t <= x1:
             parts.append(f'<line x1="{px(t):.1f}" x2="{px(t):.1f}" y1="{TOP}" y2="{TOP + box_h}" class="grid"/>')
-            parts.append(f'<text x="{px(t):.1f}" y="{TOP + box_h + 14}" class="tick" '
-                         f'text-anchor="middle">{_label(t, x_step)}</text>')  # fmt: skip
+            parts.append(
+                f'<text x="{px(t):.1f}" y="{TOP + box_h + 14}" class="tick" '
+                f'text-anchor="middle">{_label(t, x_step)}</text>'
+            )
     for t in y_ticks:
         if y0 <= t <= y1:
             parts.append(f'<line x1="{LEFT}" x2="{LEFT + box_w}" y1="{py(t):.1f}" y2="{py(t):.1f}" class="grid"/>')
-            parts.append(f'<text x="{LEFT - 5}" y="{py(t) + 4:.1f}" class="tick" text-anchor="end">{_label(t, y_step)}</text>')
-    parts.append(f'<text x="{LEFT + box_w / 2:.1f}" y="{HEIGHT - 6}" class="axis" text-anchor="middle">{escape(x_label)}</text>')
-    parts.append(f'<text x="14" y="{TOP + box_h / 2:.1f}" class="axis" text-anchor="middle" '
-                 f'transform="rotate(-90 14 {TOP + box_h / 2:.1f})">{escape(y_label)}</text>')  # fmt: skip
+            parts.append(
+                f'<text x="{LEFT - 5}" y="{py(t) + 4:.1f}" class="tick" text-anchor="end">{_label(t, y_step)}</text>'
+            )
+    parts.append(
+        f'<text x="{LEFT + box_w / 2:.1f}" y="{HEIGHT - 6}" class="axis" text-anchor="middle">{escape(x_label)}</text>'
+    )
+    parts.append(
+        f'<text x="14" y="{TOP + box_h / 2:.1f}" class="axis" text-anchor="middle" '
+        f'transform="rotate(-90 14 {TOP + box_h / 2:.1f})">{escape(y_label)}</text>'
+    )
     for i, s in enumerate(series):
         colour = PALETTE[i % len(PALETTE)]
         points = " ".join(f"{px(x):.2f},{py(y):.2f}" for x, y in zip(s.xs, s.ys))
-        parts.append(f'<polyline data-series="{escape(s.name)}" points="{points}" fill="none" '
-                     f'stroke="{colour}" stroke-width="1.5"/>')  # fmt: skip
+        parts.append(
+            f'<polyline data-series="{escape(s.name)}" points="{points}" fill="none" '
+            f'stroke="{colour}" stroke-width="1.5"/>'
+        )
         if len(s.xs) <= DOTS_UP_TO:
-            parts += [f'<circle cx="{px(x):.2f}" cy="{py(y):.2f}" r="2.5" fill="{colour}"/>' for x, y in zip(s.xs, s.ys)]
+            parts += [
+                f'<circle cx="{px(x):.2f}" cy="{py(y):.2f}" r="2.5" fill="{colour}"/>' for x, y in zip(s.xs, s.ys)
+            ]
     # The legend sits in the top margin, right-aligned, so it never covers a curve.
     right = WIDTH - RIGHT
     for i, s in reversed(list(enumerate(series))):
-        parts.append(f'<text x="{right}" y="16" class="legend" text-anchor="end" '
-                     f'fill="{PALETTE[i % len(PALETTE)]}">{escape(s.name)}</text>')  # fmt: skip
+        parts.append(
+            f'<text x="{right}" y="16" class="legend" text-anchor="end" '
+            f'fill="{PALETTE[i % len(PALETTE)]}">{escape(s.name)}</text>'
+        )
         right -= CHAR_WIDTH * len(s.name) + 12
     parts.append("</svg>")
     return "\n".join(parts)

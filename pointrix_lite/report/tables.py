@@ -44,8 +44,10 @@ def per_view_table(metrics: dict[str, Any]) -> str:
     aligned = metrics.get("per_view_aligned") if isinstance(metrics.get("per_view_aligned"), dict) else {}
     names = _columns(per_view) or [str(k) for k in metrics.get("mean") or {}]
     aligned_names = _columns(aligned)
-    head = "".join(f"<th>{escape(n)}</th>" for n in names) + "".join(f"<th>{escape(n + ALIGNED)}</th>" for n in aligned_names)
-    rows = [f'<tr><th>view</th>{head}</tr>']
+    head = "".join(f"<th>{escape(n)}</th>" for n in names) + "".join(
+        f"<th>{escape(n + ALIGNED)}</th>" for n in aligned_names
+    )
+    rows = [f"<tr><th>view</th>{head}</tr>"]
 
     def row(label: str, scores: Any, aligned_scores: Any, css: str) -> str:
         scores = scores if isinstance(scores, dict) else {}
@@ -78,7 +80,7 @@ def summary_table(metrics: dict[str, Any] | None, log_steps: int | None) -> str:
             views = len(metrics.get("per_view") or {})
             rows.append((f"test{suffix}", f"{text} · {views} views" if views else text))
     notes = metrics.get("notes")
-    for name, note in (notes.items() if isinstance(notes, dict) else []):
+    for name, note in notes.items() if isinstance(notes, dict) else []:
         rows.append((f"note: {name}", str(note)))
     body = "\n".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
     return f'<table id="summary-table">\n{body}\n</table>'
@@ -90,13 +92,15 @@ def phase_table(metrics: dict[str, Any]) -> str | None:
     if isinstance(metrics.get("train_seconds"), (int, float)):
         phases.append(("training", float(metrics["train_seconds"])))
     given = metrics.get("phase_seconds")
-    phases += [(str(k), float(v)) for k, v in (given.items() if isinstance(given, dict) else []) if isinstance(v, (int, float))]
+    phases += [
+        (str(k), float(v)) for k, v in (given.items() if isinstance(given, dict) else []) if isinstance(v, (int, float))
+    ]
     if not phases:
         return None
     present = {name for name, _ in phases}
     inside = {name: NESTED[name] for name in present if NESTED.get(name) in present}
     total = sum(seconds for name, seconds in phases if name not in inside) or 1.0
-    rows = ['<tr><th>phase</th><th>seconds</th><th>share</th></tr>']
+    rows = ["<tr><th>phase</th><th>seconds</th><th>share</th></tr>"]
     for name, seconds in phases:
         share = seconds / total
         label = f"{name} (in {inside[name]})" if name in inside else name

@@ -22,9 +22,13 @@ from ..errors import DataError
 # Anchors of a dark-to-bright map (black, purple, red, orange, pale yellow): brightness grows with
 # the error, so it reads in grey print too, and no two errors share a colour.
 ANCHORS = np.array([[0, 0, 4], [87, 16, 110], [188, 55, 84], [249, 142, 9], [252, 255, 164]], dtype=np.float32)
-COLOURS = np.stack(
-    [np.interp(np.linspace(0, 1, 256), np.linspace(0, 1, len(ANCHORS)), ANCHORS[:, c]) for c in range(3)], axis=-1
-).round().astype(np.uint8)  # [256, 3]
+COLOURS = (
+    np.stack(
+        [np.interp(np.linspace(0, 1, 256), np.linspace(0, 1, len(ANCHORS)), ANCHORS[:, c]) for c in range(3)], axis=-1
+    )
+    .round()
+    .astype(np.uint8)
+)  # [256, 3]
 SCALE_PERCENTILE = 99.0  # of every pixel's error over the views shown: outliers do not wash the maps out
 _SUM_LEVELS = 3 * 255 + 1  # a pixel's |render - gt| summed over RGB is an integer in [0, 765]
 

@@ -92,7 +92,9 @@ class Strategy:
         every = int(getattr(self.config, "error_every", 0))
         if every > self.refine_every:
             raise OptionError(
-                "error_every", f"{every} leaves refinements every {self.refine_every} steps without scored views", "strategy"
+                "error_every",
+                f"{every} leaves refinements every {self.refine_every} steps without scored views",
+                "strategy",
             )
 
     def bind_renderer(self, renderer: Any) -> None:

@@ -129,7 +129,9 @@ class DefaultStrategy(Strategy):
         grads = means2d.absgrad if self.config.absgrad else means2d.grad
         if grads is None:
             kind = "absgrad" if self.config.absgrad else "grad"
-            raise RuntimeError(f"render_out['means2d'].{kind} is missing: call step_pre_backward before loss.backward()")
+            raise RuntimeError(
+                f"render_out['means2d'].{kind} is missing: call step_pre_backward before loss.backward()"
+            )
         grads = grads.detach().clone()  # [C, N, 2]
         grads[..., 0] *= render_out["width"] / 2.0 * render_out["n_cameras"]
         grads[..., 1] *= render_out["height"] / 2.0 * render_out["n_cameras"]
@@ -151,7 +153,9 @@ class DefaultStrategy(Strategy):
             # Each rank saw different cameras: sum this step's statistics over ranks so every rank
             # makes the same grow/prune decisions (as one process rendering all cameras would).
             grad_inc = torch.zeros(n, device=device).index_add_(0, gs_ids, grads[visible].norm(dim=-1))
-            count_inc = torch.zeros(n, device=device).index_add_(0, gs_ids, torch.ones_like(gs_ids, dtype=torch.float32))
+            count_inc = torch.zeros(n, device=device).index_add_(
+                0, gs_ids, torch.ones_like(gs_ids, dtype=torch.float32)
+            )
             distributed.all_reduce_sum_(grad_inc, count_inc)
             self.state["grad2d"] += grad_inc
             self.state["count"] += count_inc

@@ -52,7 +52,9 @@ class MCMCStrategy(Strategy):
             if not 0.0 <= self.error_weight <= 1.0:
                 raise OptionError("error_weight", f"must be in [0, 1], got {self.error_weight}", "strategy")
             if not 0.0 <= self.relocate_error < 1.0:
-                raise OptionError("relocate_error", f"must be in [0, 1) (0 = off), got {self.relocate_error}", "strategy")
+                raise OptionError(
+                    "relocate_error", f"must be in [0, 1) (0 = off), got {self.relocate_error}", "strategy"
+                )
             uses_scores = [k for k in ("error_weight", "relocate_error") if getattr(self, k) > 0]
             if uses_scores and self.error_every == 0:
                 raise OptionError(uses_scores[0], "needs multi-view error scores: set error_every >= 1", "strategy")
@@ -76,7 +78,9 @@ class MCMCStrategy(Strategy):
         self.binoms = self.binoms.to(params["means"].device)
         self.last_stats = {}
         if self.scores_error(step):
-            self.error_views += accumulate_error_scores(self.state, self.renderer, model, render_out, self.config.high_error)
+            self.error_views += accumulate_error_scores(
+                self.state, self.renderer, model, render_out, self.config.high_error
+            )
         if self.refine_start_iter < step < self.refine_stop_iter and step % self.refine_every == 0:
             weights = self._source_weights(params)
             relocated = self._relocate(params, optimizer, weights, step)  # may note "unseen" in last_stats
@@ -125,7 +129,9 @@ class MCMCStrategy(Strategy):
         n_new = max(0, min(self.config.cap_max, int((1.0 + self.config.growth_rate) * n)) - n)
         if n_new > 0:
             # Weights after relocation: the relocated rows are copies now (their sums were zeroed).
-            sample_add(params, optimizer, self.state, n_new, self.binoms, self.config.min_opacity, self._source_weights(params))
+            sample_add(
+                params, optimizer, self.state, n_new, self.binoms, self.config.min_opacity, self._source_weights(params)
+            )
         return n_new
 
     def extra_loss(self, model: Any, step: int) -> dict[str, Tensor]:

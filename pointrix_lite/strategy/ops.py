@@ -62,7 +62,9 @@ def _edit_state(state: RunningState | None, fn: Callable[[Tensor], Tensor]) -> N
 
 
 @torch.no_grad()
-def duplicate(params: Params, optimizer: torch.optim.Optimizer | None, state: RunningState | None, mask: Tensor) -> None:
+def duplicate(
+    params: Params, optimizer: torch.optim.Optimizer | None, state: RunningState | None, mask: Tensor
+) -> None:
     """Append an exact copy of every Gaussian where ``mask [N]`` is set (3DGS "clone")."""
     sel = torch.where(mask)[0]
     update_param_with_optimizer(
@@ -79,9 +81,15 @@ def normalized_quat_to_rotmat(quats: Tensor) -> Tensor:
     w, x, y, z = quats.unbind(-1)
     mat = torch.stack(
         [
-            1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+            1 - 2 * (y * y + z * z),
+            2 * (x * y - w * z),
+            2 * (x * z + w * y),
+            2 * (x * y + w * z),
+            1 - 2 * (x * x + z * z),
+            2 * (y * z - w * x),
+            2 * (x * z - w * y),
+            2 * (y * z + w * x),
+            1 - 2 * (x * x + y * y),
         ],
         dim=-1,
     )
@@ -144,11 +152,17 @@ def remove(params: Params, optimizer: torch.optim.Optimizer | None, state: Runni
 
 
 @torch.no_grad()
-def reset_opa(params: Params, optimizer: torch.optim.Optimizer | None, state: RunningState | None, value: float) -> None:
+def reset_opa(
+    params: Params, optimizer: torch.optim.Optimizer | None, state: RunningState | None, value: float
+) -> None:
     """Clamp opacities to at most ``value`` (post-sigmoid) and zero their Adam moments."""
     limit = torch.logit(torch.tensor(value)).item()
     update_param_with_optimizer(
-        lambda name, p: torch.clamp(p, max=limit), lambda key, v: torch.zeros_like(v), params, optimizer, names=["opacities"]
+        lambda name, p: torch.clamp(p, max=limit),
+        lambda key, v: torch.zeros_like(v),
+        params,
+        optimizer,
+        names=["opacities"],
     )
 
 
@@ -262,7 +276,7 @@ def relocate(
         return v
 
     update_param_with_optimizer(param_fn, optimizer_fn, params, optimizer)
-    for key, value in (state or {}).items():
+    for value in (state or {}).values():
         if isinstance(value, Tensor):
             value[sampled] = 0
 
@@ -316,7 +330,8 @@ def inject_noise_to_position(params: Params, scaler: float) -> None:
         add_position_noise(means, params["quats"], params["scales"], params["opacities"], eps, scaler)
         return
     if backend == "native" and all(
-        params[k].dtype == torch.float32 and params[k].is_contiguous() for k in ("means", "quats", "scales", "opacities")
+        params[k].dtype == torch.float32 and params[k].is_contiguous()
+        for k in ("means", "quats", "scales", "opacities")
     ):
         from ..renderer.native._build import load_extension
 

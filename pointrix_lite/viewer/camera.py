@@ -57,7 +57,9 @@ def camera_from_view(view: ViewState, width: int, height: int) -> Camera:
     """The pinhole :class:`Camera` (``width`` x ``height`` pixels) that sees what the browser sees."""
     f = height / (2.0 * math.tan(view.fov / 2.0))
     viewmat = torch.from_numpy(viewmat_from_pose(np.asarray(view.wxyz), np.asarray(view.position))).float()
-    return Camera(fx=f, fy=f, cx=width / 2.0, cy=height / 2.0, width=width, height=height, viewmat=viewmat, name="viewer")
+    return Camera(
+        fx=f, fy=f, cx=width / 2.0, cy=height / 2.0, width=width, height=height, viewmat=viewmat, name="viewer"
+    )
 
 
 @dataclass(frozen=True)
@@ -108,4 +110,9 @@ def initial_view_from_points(means: torch.Tensor) -> InitialView:
     centre = np.median(pts, axis=0)
     spread = float(np.percentile(np.linalg.norm(pts - centre, axis=1), 90)) if len(pts) else 1.0
     direction = np.array([0.0, -1.0, 0.5]) / math.sqrt(1.25)
-    return InitialView(position=centre + direction * 2.5 * max(spread, 1e-3), look_at=centre, up=np.array([0.0, 0.0, 1.0]), fov=math.radians(50.0))
+    return InitialView(
+        position=centre + direction * 2.5 * max(spread, 1e-3),
+        look_at=centre,
+        up=np.array([0.0, 0.0, 1.0]),
+        fov=math.radians(50.0),
+    )

@@ -49,7 +49,9 @@ class ViewerHook(Hook):
             if not 0.0 < self.time_share <= 1.0:
                 raise OptionError("time_share", f"must be in (0, 1], got {self.time_share}", home)
             if self.max_res < 16 or self.preview_res < 16:
-                raise OptionError("max_res / preview_res", f"must be >= 16, got {self.max_res} / {self.preview_res}", home)
+                raise OptionError(
+                    "max_res / preview_res", f"must be >= 16, got {self.max_res} / {self.preview_res}", home
+                )
             if not 1 <= self.jpeg_quality <= 100:
                 raise OptionError("jpeg_quality", f"must be in 1..100, got {self.jpeg_quality}", home)
             if not 0 <= self.port <= 65535:
@@ -79,10 +81,14 @@ class ViewerHook(Hook):
         view = initial_view_from_cameras(cameras) if cameras else initial_view_from_points(model.params["means"])
         self.viewer = Viewer(
             SceneView(model, trainer.renderer, dataset.background),
-            cfg.host, cfg.port,
+            cfg.host,
+            cfg.port,
             options=DisplayOptions(max_res=cfg.max_res, preview_res=cfg.preview_res, jpeg_quality=cfg.jpeg_quality),
-            initial_view=view, gate=self.gate, on_pause=self.gate.set_paused, where="hooks.ViewerHook.host/port",
-        )  # fmt: skip
+            initial_view=view,
+            gate=self.gate,
+            on_pause=self.gate.set_paused,
+            where="hooks.ViewerHook.host/port",
+        )
         self.gate.training = True
 
     def before_train_iter(self, batch_idx: int, batch: list) -> None:
@@ -100,10 +106,14 @@ class ViewerHook(Hook):
             trainer = self.trainer
             loss = trainer.loss_dict.get("loss")
             self.viewer.show_training(
-                trainer.global_step, getattr(trainer.model, "num_gaussians", None), float(loss) if loss is not None else None
+                trainer.global_step,
+                getattr(trainer.model, "num_gaussians", None),
+                float(loss) if loss is not None else None,
             )
         if self.gate.paused:
-            print(f"viewer: training paused at step {self.trainer.global_step} (Resume in the browser)", file=sys.stderr)
+            print(
+                f"viewer: training paused at step {self.trainer.global_step} (Resume in the browser)", file=sys.stderr
+            )
             self.gate.wait_while_paused(lambda: bool(getattr(self.trainer, "_stop_requested", False)))
 
     def _release(self) -> None:
@@ -118,7 +128,11 @@ class ViewerHook(Hook):
         self.gate.training = False
         trainer = self.trainer
         loss = trainer.loss_dict.get("loss")
-        self.viewer.show_training(trainer.global_step, getattr(trainer.model, "num_gaussians", None), float(loss) if loss is not None else None)
+        self.viewer.show_training(
+            trainer.global_step,
+            getattr(trainer.model, "num_gaussians", None),
+            float(loss) if loss is not None else None,
+        )
         self.viewer.refresh()
 
     def after_run(self) -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -15,9 +16,9 @@ RenderMode = Literal["RGB", "Depth", "Alpha"]
 RENDER_MODES: tuple[str, ...] = ("RGB", "Depth", "Alpha")
 
 # A few stops of matplotlib's viridis: depth reads better in colour than in grey.
-_VIRIDIS = np.array(
-    [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]], dtype=np.float64
-) / 255.0
+_VIRIDIS = (
+    np.array([[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]], dtype=np.float64) / 255.0
+)
 
 
 class _ShDegreeView:

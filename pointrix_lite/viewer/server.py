@@ -14,7 +14,8 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Callable, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 from ..errors import ConfigError
 from .camera import InitialView, ViewState, camera_from_view, render_size
@@ -141,7 +142,9 @@ class Viewer:
         self.gui_mode = gui.add_dropdown("Render mode", RENDER_MODES, initial_value=opts.mode)
         self.gui_res = gui.add_slider("Max resolution", min=64, max=2048, step=16, initial_value=opts.max_res)
         top = max(self.scene.max_sh_degree, 0)
-        self.gui_sh = gui.add_slider("SH degree", min=0, max=max(top, 1), step=1, initial_value=min(opts.sh_degree or 0, top), disabled=top == 0)
+        self.gui_sh = gui.add_slider(
+            "SH degree", min=0, max=max(top, 1), step=1, initial_value=min(opts.sh_degree or 0, top), disabled=top == 0
+        )
         self.gui_frame = gui.add_text("Frame", initial_value="-", disabled=True)
 
         def changed(_: Any) -> None:
@@ -197,14 +200,19 @@ class Viewer:
             except Exception:  # noqa: BLE001 - the tab may be gone already
                 pass
 
-        worker = RenderWorker(render, deliver, on_error, settle_s=self.settle_s, name=f"viewer-render-{client.client_id}")
+        worker = RenderWorker(
+            render, deliver, on_error, settle_s=self.settle_s, name=f"viewer-render-{client.client_id}"
+        )
         with self._lock:
             self.workers[client.client_id] = worker
 
         def camera_moved(camera: Any) -> None:
             view = ViewState(
-                tuple(float(v) for v in camera.wxyz), tuple(float(v) for v in camera.position), float(camera.fov),
-                int(camera.image_width), int(camera.image_height),
+                tuple(float(v) for v in camera.wxyz),
+                tuple(float(v) for v in camera.position),
+                float(camera.fov),
+                int(camera.image_width),
+                int(camera.image_height),
             )
             if view.canvas_width <= 0 or view.canvas_height <= 0:
                 return  # a hidden tab: nothing to draw into
@@ -225,7 +233,9 @@ class Viewer:
     def render_view(self, view: ViewState, full: bool = True) -> Any:
         """[H, W, 3] uint8 frame for ``view`` (None for a zero-size canvas); waits for the gate."""
         opts = self.options
-        size = render_size(view.canvas_width, view.canvas_height, opts.max_res if full else min(opts.preview_res, opts.max_res))
+        size = render_size(
+            view.canvas_width, view.canvas_height, opts.max_res if full else min(opts.preview_res, opts.max_res)
+        )
         if size is None:
             return None
         camera = camera_from_view(view, *size)

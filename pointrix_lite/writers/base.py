@@ -7,8 +7,9 @@ Writers are built from the ``writers:`` list in YAML as ``cls(config, exp_dir=..
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import torch

@@ -53,8 +53,16 @@ class JsonlWriter(Writer):
     def write_scalar(self, name: str, value: float, step: int) -> None:
         value = float(value)
         # JSON has no NaN/Infinity; write null so every line stays valid JSON for strict readers.
-        self._write({"kind": "scalar", "step": step, "name": name, "value": value if math.isfinite(value) else None,
-                     "time": time.time(), "elapsed": self._elapsed()})
+        self._write(
+            {
+                "kind": "scalar",
+                "step": step,
+                "name": name,
+                "value": value if math.isfinite(value) else None,
+                "time": time.time(),
+                "elapsed": self._elapsed(),
+            }
+        )
 
     def write_image(self, name: str, image: Any, step: int) -> None:
         if not self.config.save_images:

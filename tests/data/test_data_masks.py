@@ -37,8 +37,14 @@ def colmap(root, **options):
 
 def nearest_reference(keep: np.ndarray, s: int) -> np.ndarray:
     """Integer factor ``s``: each s x s block's pixel nearest to its centre, i.e. offset s // 2 (PIL agrees)."""
-    pil = np.asarray(Image.fromarray(keep.astype(np.uint8) * 255, "L").resize(
-        (keep.shape[1] // s, keep.shape[0] // s), Image.Resampling.NEAREST)) > 0  # fmt: skip
+    pil = (
+        np.asarray(
+            Image.fromarray(keep.astype(np.uint8) * 255, "L").resize(
+                (keep.shape[1] // s, keep.shape[0] // s), Image.Resampling.NEAREST
+            )
+        )
+        > 0
+    )
     ours = keep[s // 2 :: s, s // 2 :: s][: keep.shape[0] // s, : keep.shape[1] // s]
     np.testing.assert_array_equal(pil, ours)
     return ours
@@ -181,8 +187,10 @@ def test_masks_are_pinned_and_moved_with_their_images(monkeypatch):
     # pin_memory() itself needs a CUDA runtime; record what would be pinned instead.
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda t: pinned.append(tuple(t.shape)) or t.clone())
     mask = torch.rand(4, 5) > 0.5
-    views = [View(None, torch.zeros(4, 5, 3, dtype=torch.uint8), "m", 0, mask=mask),
-             View(None, torch.zeros(4, 5, 3, dtype=torch.uint8), "n", 1)]  # fmt: skip
+    views = [
+        View(None, torch.zeros(4, 5, 3, dtype=torch.uint8), "m", 0, mask=mask),
+        View(None, torch.zeros(4, 5, 3, dtype=torch.uint8), "n", 1),
+    ]
     pin_images(views)
     assert pinned == [(4, 5, 3), (4, 5), (4, 5, 3)]
     assert torch.equal(views[0].mask_on("cpu"), mask) and views[1].mask_on("cpu") is None

@@ -61,11 +61,14 @@ def test_duplicates_clamped_and_random_quats():
 def _rotmats(quats: np.ndarray) -> np.ndarray:
     """Rotation matrices of wxyz quaternions, written out independently of the code under test."""
     w, x, y, z = (quats / np.linalg.norm(quats, axis=1, keepdims=True)).T
-    return np.stack([
-        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-    ], 1)  # fmt: skip
+    return np.stack(
+        [
+            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        1,
+    )
 
 
 def test_oriented_init_puts_the_last_axis_along_the_surface_normal():

@@ -15,9 +15,18 @@ from pointrix_lite.registry import DATASETS
 
 @pytest.mark.parametrize(
     ("size", "factor"),
-    [((160, 160), 1), ((500, 500), 1), ((501, 500), 2), ((800, 800), 2), ((1920, 1080), 4), ((1080, 1920), 4),
-     ((4000, 3000), 8), ((8000, 6000), 16), ((3300, 60), 4)],  # the last: long side over 1600 px at 1/2
-)  # fmt: skip
+    [
+        ((160, 160), 1),
+        ((500, 500), 1),
+        ((501, 500), 2),
+        ((800, 800), 2),
+        ((1920, 1080), 4),
+        ((1080, 1920), 4),
+        ((4000, 3000), 8),
+        ((8000, 6000), 16),
+        ((3300, 60), 4),
+    ],  # the last: long side over 1600 px at 1/2
+)
 def test_rule_is_the_smallest_factor_within_the_budget(size, factor):
     assert auto_scale(*size) == factor
     w, h = size[0] // factor, size[1] // factor
@@ -35,7 +44,10 @@ def test_colmap_auto_uses_images_n_with_exact_intrinsics(tmp_path, capsys):
     make_pycolmap_scene(tmp_path, n=3, size=(1000, 600), params=[900.0, 910.0, 500.5, 299.5])
     resized = _colmap(tmp_path, scale="auto", test_every=100)
     line = capsys.readouterr().out.strip()
-    assert line.startswith("dataset.scale: auto -> 2: training at 500x300, 1/2 of the images' 1000x600") and "\n" not in line
+    assert (
+        line.startswith("dataset.scale: auto -> 2: training at 500x300, 1/2 of the images' 1000x600")
+        and "\n" not in line
+    )
     cam = resized.train_views[0].camera
     assert (cam.width, cam.height, cam.fx, cam.fy, cam.cx, cam.cy) == (500, 300, 450.0, 455.0, 250.25, 149.75)
     # Held as uint8 (3 bytes a pixel): 300 photos of 1 MP stay under 1 GB (python -m benchmarks memory).
@@ -47,16 +59,27 @@ def test_colmap_auto_uses_images_n_with_exact_intrinsics(tmp_path, capsys):
     pre = _colmap(tmp_path, scale="auto", test_every=100)
     assert int(pre.train_views[0].image.max()) == 7  # images_2, not a resize of images/
     got = pre.train_views[0].camera
-    assert (got.width, got.height, got.fx, got.fy, got.cx, got.cy) == (cam.width, cam.height, cam.fx, cam.fy, cam.cx, cam.cy)
+    assert (got.width, got.height, got.fx, got.fy, got.cx, got.cy) == (
+        cam.width,
+        cam.height,
+        cam.fx,
+        cam.fy,
+        cam.cx,
+        cam.cy,
+    )
 
 
 def test_nerf_synthetic_auto_and_small_images_stay_full_size(tmp_path, capsys):
     make_nerf_scene(tmp_path / "big", size=(800, 800), rgba=False)
-    big = DATASETS.build({"type": "NerfSyntheticDataset", "data_path": str(tmp_path / "big"), "scale": "auto"}, "dataset")
+    big = DATASETS.build(
+        {"type": "NerfSyntheticDataset", "data_path": str(tmp_path / "big"), "scale": "auto"}, "dataset"
+    )
     assert {(v.camera.width, v.camera.height) for v in big.train_views + big.test_views} == {(400, 400)}
     assert capsys.readouterr().out.count("dataset.scale: auto -> 2") == 1  # announced once, not per split
     make_nerf_scene(tmp_path / "small", size=(8, 6))
-    small = DATASETS.build({"type": "NerfSyntheticDataset", "data_path": str(tmp_path / "small"), "scale": "auto"}, "dataset")
+    small = DATASETS.build(
+        {"type": "NerfSyntheticDataset", "data_path": str(tmp_path / "small"), "scale": "auto"}, "dataset"
+    )
     assert small.train_views[0].camera.width == 8 and "the images' full size" in capsys.readouterr().out
 
 
@@ -70,7 +93,14 @@ def test_bad_scale_values_are_one_line_errors(tmp_path):
 
 @pytest.mark.parametrize(
     ("size", "factor"),
-    [((160, 160), 1), ((1600, 1200), 1), ((1536, 1024), 1), ((1920, 1080), 1.2), ((1080, 1920), 1.2), ((4000, 3000), 2.5)],
+    [
+        ((160, 160), 1),
+        ((1600, 1200), 1),
+        ((1536, 1024), 1),
+        ((1920, 1080), 1.2),
+        ((1080, 1920), 1.2),
+        ((4000, 3000), 2.5),
+    ],
 )
 def test_cuda_rule_is_inrias_long_side_cap(size, factor):
     """On CUDA: full size up to 1600 px on the long side, else long side / 1600 (INRIA); the CPU's
@@ -118,7 +148,10 @@ def test_a_scale_below_one_needs_upsample_and_a_factor_must_leave_16_px(tmp_path
         _colmap(tmp_path, scale=0.25)
     up = _colmap(tmp_path, scale=0.5, upsample=True, test_every=100)  # asked for: trains at twice the size
     assert (up.train_views[0].camera.width, up.train_views[0].image.shape) == (400, (200, 400, 3))
-    with pytest.raises(ConfigError, match=r"^dataset.scale: 8 leaves 25x12 px of the 200x100 images, fewer than 16 on a side; at most 6 keeps 16$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^dataset.scale: 8 leaves 25x12 px of the 200x100 images, fewer than 16 on a side; at most 6 keeps 16$",
+    ):
         _colmap(tmp_path, scale=8)
     assert _colmap(tmp_path, scale=6, test_every=100).train_views[0].camera.height == 17  # 16 px or more is fine
     small = tmp_path / "small"  # images below 16 px already: the factor is not what makes them small

@@ -6,13 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from data_helpers import make_pycolmap_scene, random_rotation
 
 from pointrix_lite.config import ConfigError, from_dict
 from pointrix_lite.data.cameras import Camera, View
 from pointrix_lite.data.colmap import ColmapDataset
 from pointrix_lite.data.orientation import manhattan_rotation, rotate_scene, surface_normals
-
-from data_helpers import make_pycolmap_scene, random_rotation
 
 
 def room(rng: np.random.Generator, yawed_box: bool = True) -> np.ndarray:
@@ -76,7 +75,9 @@ def test_too_few_points_leave_the_frame_alone(capsys) -> None:
     turned, R = orient_to_axes([], cloud)
     line = capsys.readouterr().out.strip()
     assert turned is cloud and np.array_equal(R, np.eye(3))
-    assert line == "orientation: not turned: the point cloud has 3 point(s), fewer than the 4 needed to find its surfaces"
+    assert (
+        line == "orientation: not turned: the point cloud has 3 point(s), fewer than the 4 needed to find its surfaces"
+    )
 
 
 def test_a_turned_scene_projects_every_point_to_the_same_pixel() -> None:
@@ -147,12 +148,16 @@ def test_the_trainer_writes_the_turn_and_render_py_renders_the_ply_turned_alike(
     import_all()
     make_pycolmap_scene(tmp_path / "scene", n=9, size=(16, 12), params=[18.0, 20.0, 8.1, 5.9])  # 8 train, 1 test
     raw = {
-        "name": "turned", "output_dir": str(tmp_path / "out"), "device": "cpu",
+        "name": "turned",
+        "output_dir": str(tmp_path / "out"),
+        "device": "cpu",
         "trainer": {"max_steps": 1, "val_interval": 0},
         "dataset": {"type": "ColmapDataset", "data_path": str(tmp_path / "scene"), "orientation": "manhattan"},
-        "model": {"type": "GaussianModel", "sh_degree": 0}, "renderer": {"type": "GaussianRenderer", "backend": "torch"},
-        "hooks": [], "writers": [],
-    }  # fmt: skip
+        "model": {"type": "GaussianModel", "sh_degree": 0},
+        "renderer": {"type": "GaussianRenderer", "backend": "torch"},
+        "hooks": [],
+        "writers": [],
+    }
     trainer = DefaultTrainer(load_experiment(None, data=raw), tmp_path / "exp", "cpu")
     assert not np.array_equal(trainer.dataset.world_rotation, np.eye(3))  # the 20 random points do turn it
     saved = json.loads((tmp_path / "exp" / "orientation.json").read_text())

@@ -174,7 +174,9 @@ def test_interrupted_generation_leaves_no_folder(tmp_path, monkeypatch, capsys):
     assert list(tmp_path.iterdir()) == []  # neither the scene nor its temporary sibling is left
     where = tmp_path / "bench_photo"
     said = capsys.readouterr().out
-    assert said == f"generating the 400x300 photo benchmark scene (56 views) in {where} (only once: later runs reuse it)\n"
+    assert (
+        said == f"generating the 400x300 photo benchmark scene (56 views) in {where} (only once: later runs reuse it)\n"
+    )
 
 
 def test_without_scikit_image_says_what_to_install(monkeypatch):

@@ -38,4 +38,3 @@ def test_the_cache_is_read_back_unless_the_seeding_code_changed(tmp_path, monkey
     upgraded = seeding.seeded_cloud(data, cfg, 0, tmp_path)
     assert len(calls) == 2 and float(upgraded.xyz[-1, 0]) == 2.0  # seeded again, not the old build's points
     assert seeding.seeded_cloud(data, cfg, 0, tmp_path).xyz[-1, 0] == 2.0 and len(calls) == 2  # and kept
-

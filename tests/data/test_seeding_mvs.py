@@ -13,8 +13,7 @@ from pointrix_lite.config import ConfigError, from_dict
 from pointrix_lite.data.demo.raycast import trace
 from pointrix_lite.data.demo.scene import build_scene
 from pointrix_lite.data.pointcloud import PointCloud
-from pointrix_lite.data.seeding import SeedingConfig, seed_points
-from pointrix_lite.data.seeding import plane_sweep
+from pointrix_lite.data.seeding import SeedingConfig, plane_sweep, seed_points
 from pointrix_lite.registry import DATASETS
 
 SIZE = 96  # the sweep's long side: 160 px demo views at 0.6x

@@ -109,8 +109,10 @@ def test_directions_whose_views_disagree_on_the_colour_are_dropped():
     _, row, _ = project(views[2], everything.xyz.double())
     assert (row >= H // 2 + 1).float().mean() > 0.3  # without the test, the noisy half gets its share
     # Fewer agreeing directions than asked for: the shell gets those, and the line says so.
-    noise = [_view((0, 0.05 * i, 0), (5, 0.05 * i, 0), torch.randint(0, 256, (H, W, 3), generator=g,
-                   dtype=torch.uint8), i) for i in range(5)]  # fmt: skip
+    noise = [
+        _view((0, 0.05 * i, 0), (5, 0.05 * i, 0), torch.randint(0, 256, (H, W, 3), generator=g, dtype=torch.uint8), i)
+        for i in range(5)
+    ]
     lines.clear()
     assert len(sky_points(noise, 2.0, SeedingConfig(sky=300), 0, lines.append)) < 300
     assert "directions are open to the views and have colours they agree on within sky_max_spread=0.02" in lines[0]
@@ -189,7 +191,10 @@ def test_mvs_auto_sweeps_enclosed_scenes_and_shells_open_ones(monkeypatch):
                 assert "an open scene: no plane sweep" in lines[0]
                 if sky:  # the same shell as asked for without auto
                     alone = seed_points(cloud, Data(), SeedingConfig(sky=sky), seed=0, log=[].append)
-                    assert torch.equal(out.xyz, alone.xyz) and lines[1] == f"seeding: sky shell, {sky} points at radius 20.0 (10 x extent)"
+                    assert (
+                        torch.equal(out.xyz, alone.xyz)
+                        and lines[1] == f"seeding: sky shell, {sky} points at radius 20.0 (10 x extent)"
+                    )
 
 
 def test_mvs_takes_true_false_or_auto():

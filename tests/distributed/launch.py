@@ -39,16 +39,32 @@ def short_run_config(path: Path, scene: Path, backend: str, exp_dir: Path, max_s
         "exp_dir": str(exp_dir),
         "seed": 0,
         "device": "cpu",
-        "trainer": {"max_steps": max_steps, "val_interval": 0, "batch_size": 1, "test_at_end": True,
-                    "save_test_renders": False},
-        "dataset": {"type": "NerfSyntheticDataset", "data_path": str(scene), "white_background": True,
-                    "scale": 4, "max_points": 1500},
+        "trainer": {
+            "max_steps": max_steps,
+            "val_interval": 0,
+            "batch_size": 1,
+            "test_at_end": True,
+            "save_test_renders": False,
+        },
+        "dataset": {
+            "type": "NerfSyntheticDataset",
+            "data_path": str(scene),
+            "white_background": True,
+            "scale": 4,
+            "max_points": 1500,
+        },
         "model": {"type": "GaussianModel", "sh_degree": 1, "sh_degree_interval": 10},
         "renderer": {"type": "GaussianRenderer", "backend": backend},
         # Small steps so grow *and* prune happen within the run; prune_opa close to the initial
         # opacity 0.1 so some Gaussians are pruned too; splits draw random offsets.
-        "strategy": {"type": "DefaultStrategy", "refine_start_iter": 4, "refine_every": 5, "reset_every": 1000,
-                     "refine_stop_iter": 1000, "prune_opa": 0.09},
+        "strategy": {
+            "type": "DefaultStrategy",
+            "refine_start_iter": 4,
+            "refine_every": 5,
+            "reset_every": 1000,
+            "refine_stop_iter": 1000,
+            "prune_opa": 0.09,
+        },
         "writers": [{"type": "JsonlWriter"}, {"type": "TensorboardWriter"}],
         "hooks": [{"type": "RankProbeHook"}],
         "save_ckpt_after_iter": 10,
@@ -80,8 +96,18 @@ def launch(config: Path, nproc: int, *args: str, timeout: float = 240) -> Launch
     if nproc == 1:
         cmd = [sys.executable, *train]
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-               "--master_addr", "127.0.0.1", "--master_port", str(free_port()), *train]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            str(nproc),
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(free_port()),
+            *train,
+        ]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     return Launch(proc.returncode, proc.stdout, proc.stderr, time.perf_counter() - start)

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from pointrix_lite.cli.plugins import load_plugin
 from pointrix_lite.engine.checkpoint import find_latest, load_checkpoint_file
 from pointrix_lite.engine.experiment import ExperimentConfig
-from pointrix_lite.cli.plugins import load_plugin
 from pointrix_lite.engine.hooks import Hook
 from pointrix_lite.engine.trainer import DefaultTrainer, TrainingInterrupted
 

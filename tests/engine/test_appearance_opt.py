@@ -17,7 +17,6 @@ from pointrix_lite.engine.hooks import AppearanceOptHook
 from pointrix_lite.errors import CheckpointError, ConfigError
 from pointrix_lite.model.appearance import AppearanceCorrection
 from pointrix_lite.registry import MODELS
-
 from tests.integration.conftest import REPO, demo_overrides
 from tests.model.helpers import make_model, make_view
 
@@ -86,10 +85,16 @@ def test_gradients_reach_the_transform_through_the_model_loss(mode):
 
 
 def test_hook_config_errors_are_one_line_config_errors(toy_config):
-    cases = [({"lr": 0}, r"^hooks\[0\]\.lr: "), ({"weight_decay": -1}, r"^hooks\[0\]\.weight_decay: "),
-             ({"start_step": -1}, r"^hooks\[0\]\.start_step: "), ({"mode": "grid"}, r"^hooks\[0\]\.mode: "),
-             ({"tv_weight": -1}, r"^hooks\[0\]\.tv_weight: "), ({"grid": [8, 1, 16]}, r"^hooks\[0\]\.grid: "),
-             ({"grid": [8, 16]}, r"^hooks\[0\]\.grid: "), ({"vignetting_lr": 0}, r"^hooks\[0\]\.vignetting_lr: ")]  # fmt: skip
+    cases = [
+        ({"lr": 0}, r"^hooks\[0\]\.lr: "),
+        ({"weight_decay": -1}, r"^hooks\[0\]\.weight_decay: "),
+        ({"start_step": -1}, r"^hooks\[0\]\.start_step: "),
+        ({"mode": "grid"}, r"^hooks\[0\]\.mode: "),
+        ({"tv_weight": -1}, r"^hooks\[0\]\.tv_weight: "),
+        ({"grid": [8, 1, 16]}, r"^hooks\[0\]\.grid: "),
+        ({"grid": [8, 16]}, r"^hooks\[0\]\.grid: "),
+        ({"vignetting_lr": 0}, r"^hooks\[0\]\.vignetting_lr: "),
+    ]
     for options, match in cases:
         with pytest.raises(ConfigError, match=match) as err:
             toy_config({"hooks": [{"type": "AppearanceOptHook", **options}]})
@@ -108,7 +113,9 @@ class ColourAwareToyModel(ToyModel):
     """The toy model whose loss applies each view's ``color_transform``, as GaussianModel's does."""
 
     def get_loss_dict(self, render_out: dict, batch: list) -> dict:
-        rgb = torch.stack([c if v.color_transform is None else v.color_transform(c) for v, c in zip(batch, render_out["rgb"])])
+        rgb = torch.stack(
+            [c if v.color_transform is None else v.color_transform(c) for v, c in zip(batch, render_out["rgb"])]
+        )
         return super().get_loss_dict({**render_out, "rgb": rgb}, batch)
 
 
@@ -158,7 +165,10 @@ def test_a_spoiled_views_gain_is_recovered_and_resume_is_exact(toy_config, tmp_p
 
 
 def test_test_views_are_scored_on_canonical_colours(toy_config, tmp_path):
-    extra = {**APP_EXTRA, "trainer": {"max_steps": 20, "val_interval": 0, "test_at_end": False, "save_test_renders": False}}
+    extra = {
+        **APP_EXTRA,
+        "trainer": {"max_steps": 20, "val_interval": 0, "test_at_end": False, "save_test_renders": False},
+    }
     hooked = make_trainer(toy_config(extra, overrides=[f"exp_dir={tmp_path / 'hooked'}"]))
     hooked.run()
     hook = _app_hook(hooked)
@@ -219,21 +229,27 @@ def test_checkpoint_from_another_mode_or_view_count_is_a_clear_error(toy_config,
 
 def test_bilagrid_learns_under_its_smoothness_and_resumes_exactly(toy_config, tmp_path):
     extra = {**APP_EXTRA, "trainer": {"max_steps": 40, "val_interval": 0, "test_at_end": False}}
-    extra["hooks"] = [{"type": "CheckPointHook", "interval": 20}, {"type": "AppearanceOptHook", "mode": "bilagrid", "lr": 0.02}]
+    extra["hooks"] = [
+        {"type": "CheckPointHook", "interval": 20},
+        {"type": "AppearanceOptHook", "mode": "bilagrid", "lr": 0.02},
+    ]
     straight = _spoiled_trainer(toy_config(extra, overrides=[f"exp_dir={tmp_path / 'straight'}"]))
     straight.run()
     hook = _app_hook(straight)
     delta = hook.correction.delta.detach().clone()
     assert torch.count_nonzero(delta) > 0 and float(delta.mean(0).abs().max()) < 1e-6  # learnt; the gauge holds
-    first, checkpoint, second = stop_and_resume(toy_config(extra, overrides=[f"exp_dir={tmp_path / 'resumed'}"]), 20,
-                                                build=_spoiled_trainer)  # fmt: skip
+    first, checkpoint, second = stop_and_resume(
+        toy_config(extra, overrides=[f"exp_dir={tmp_path / 'resumed'}"]), 20, build=_spoiled_trainer
+    )
     assert checkpoint["hooks"]["AppearanceOptHook"]["mode"] == "bilagrid"
     assert torch.equal(_app_hook(second).correction.delta.detach(), delta)
     assert torch.equal(second.model.params["means"].detach(), straight.model.params["means"].detach())
     # `grid` sizes the grids; resuming with another size names both instead of a shape mismatch.
     extra["hooks"][1]["grid"] = [2, 4, 3]
     coarse = make_trainer(toy_config(extra, overrides=[f"exp_dir={tmp_path / 'coarse'}"]))
-    with pytest.raises(CheckpointError, match=r"checkpoint has \[8, 16, 16\] bilateral grids, this config has grid: \[2, 4, 3\]"):
+    with pytest.raises(
+        CheckpointError, match=r"checkpoint has \[8, 16, 16\] bilateral grids, this config has grid: \[2, 4, 3\]"
+    ):
         coarse.run(resume_from=find_latest(straight.exp_dir))
     assert _app_hook(coarse).correction.delta.shape[1] == 12 * 2 * 4 * 3
     del extra["hooks"][1]["grid"]
@@ -260,8 +276,10 @@ def test_demo_keeps_clean_views_at_identity_and_finds_a_spoiled_views_gain(tmp_p
     overrides = demo_overrides(tmp_path / "exp", "writers=[]", "trainer.test_at_end=false", "trainer.val_interval=0")
     # lr_final 1 (constant lr): 300 steps show each view ~7 times, too few for the default decay to
     # 1% to find a gain (python -m benchmarks appearance measures the defaults over a whole run)
-    hooks = ("hooks=[{type: ResolutionScheduleHook, start_factor: 4, full_res_at: 0.3, hold_means_lr: true}, "
-             "{type: AppearanceOptHook, lr_final: 1.0}]")
+    hooks = (
+        "hooks=[{type: ResolutionScheduleHook, start_factor: 4, full_res_at: 0.3, hold_means_lr: true}, "
+        "{type: AppearanceOptHook, lr_final: 1.0}]"
+    )
     cfg = load_experiment(REPO / "configs" / "demo.yaml", [*overrides, hooks])
     trainer = DefaultTrainer(cfg, cfg.exp_dir, "cpu")
     view = trainer.dataset.train_views[SPOILED_VIEW]
@@ -276,9 +294,13 @@ def test_demo_keeps_clean_views_at_identity_and_finds_a_spoiled_views_gain(tmp_p
 
     clean = [i for i in range(len(gains)) if i != SPOILED_VIEW]
     clean_errors = [colour_error(i, 1.0) for i in clean]
-    errors = {"clean_max": max(clean_errors), "clean_mean": sum(clean_errors) / len(clean_errors),
-              "spoiled": colour_error(SPOILED_VIEW, SPOIL_GAIN),
-              "spoiled_gain": gains[SPOILED_VIEW].tolist(), "spoiled_bias": biases[SPOILED_VIEW].tolist()}  # fmt: skip
+    errors = {
+        "clean_max": max(clean_errors),
+        "clean_mean": sum(clean_errors) / len(clean_errors),
+        "spoiled": colour_error(SPOILED_VIEW, SPOIL_GAIN),
+        "spoiled_gain": gains[SPOILED_VIEW].tolist(),
+        "spoiled_bias": biases[SPOILED_VIEW].tolist(),
+    }
     print(json.dumps(errors))
     # Measured (2026-11-25, deterministic here): clean views 0.08 from the identity on average, 0.17 at
     # most; the spoiled one 0.08 from x -> 0.7 x (gains 0.72-0.75). 300 steps show each view about 7
@@ -318,8 +340,9 @@ def test_vignetting_learns_outside_the_gauge_and_resumes_exactly(toy_config, tmp
     # Learnt, and not centred over the views as the colour maps are (the image centre is its gauge).
     assert torch.count_nonzero(falloff) > 0 and float(falloff.mean(0).abs().max()) > 1e-4
     assert float(hook.correction.delta.detach().mean(0).abs().max()) < 1e-6
-    first, checkpoint, second = stop_and_resume(toy_config(extra, overrides=[f"exp_dir={tmp_path / 'resumed'}"]), 20,
-                                                build=_spoiled_trainer)  # fmt: skip
+    first, checkpoint, second = stop_and_resume(
+        toy_config(extra, overrides=[f"exp_dir={tmp_path / 'resumed'}"]), 20, build=_spoiled_trainer
+    )
     assert checkpoint["hooks"]["AppearanceOptHook"]["falloff"] is not None
     assert torch.equal(_app_hook(second).correction.falloff.detach(), falloff)
     assert torch.equal(second.model.params["means"].detach(), straight.model.params["means"].detach())

@@ -13,7 +13,6 @@ from pointrix_lite.engine.checkpoint import find_latest, load_checkpoint_file
 from pointrix_lite.engine.hooks import Hook
 from pointrix_lite.engine.trainer import TrainingInterrupted
 from pointrix_lite.errors import CheckpointError
-
 from tests.renderer.cuda_required import ON_CUDA
 
 from .engine_helpers import make_trainer
@@ -92,8 +91,12 @@ def test_interrupt_saves_and_resume_is_exact(toy_config, tmp_path):
 
 
 def test_keep_last_k_latest_pointer_and_best(toy_config):
-    cfg = toy_config({"trainer": {"max_steps": 10, "val_interval": 2, "test_at_end": False},
-                      "hooks": [{"type": "CheckPointHook", "interval": 2, "max_keep": 2, "best_metric": "psnr"}]})
+    cfg = toy_config(
+        {
+            "trainer": {"max_steps": 10, "val_interval": 2, "test_at_end": False},
+            "hooks": [{"type": "CheckPointHook", "interval": 2, "max_keep": 2, "best_metric": "psnr"}],
+        }
+    )
     trainer = make_trainer(cfg)
     trainer.run()
     ckpt_dir = trainer.exp_dir / "checkpoints"
@@ -121,8 +124,9 @@ def test_failed_write_leaves_previous_checkpoint_loadable(toy_config, monkeypatc
     monkeypatch.undo()
     assert path.read_bytes() == before
     assert load_checkpoint_file(path)["step"] == 0
-    assert [p.name for p in path.parent.iterdir()] == ["step_000000.pth", "latest.txt"] or \
-        sorted(p.name for p in path.parent.iterdir()) == ["latest.txt", "step_000000.pth"]  # no temp files left
+    assert [p.name for p in path.parent.iterdir()] == ["step_000000.pth", "latest.txt"] or sorted(
+        p.name for p in path.parent.iterdir()
+    ) == ["latest.txt", "step_000000.pth"]  # no temp files left
 
 
 def test_truncated_and_missing_checkpoint_errors(toy_config, tmp_path):
@@ -148,7 +152,9 @@ def test_checkpoint_from_other_config_is_a_clear_error(toy_config, tmp_path):
     ckpt["config"]["model"]["type"] = "GaussianModel"
     foreign = tmp_path / "foreign.pth"
     torch.save(ckpt, foreign)
-    with pytest.raises(CheckpointError, match=r"from model type 'GaussianModel', this config has model.type 'ToyModel'"):
+    with pytest.raises(
+        CheckpointError, match=r"from model type 'GaussianModel', this config has model.type 'ToyModel'"
+    ):
         trainer.load_checkpoint(foreign)
 
 

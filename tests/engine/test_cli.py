@@ -73,21 +73,40 @@ def _write_config(tmp_path: Path, extra: dict | None = None) -> Path:
 
 def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([sys.executable, str(TRAIN), *args], capture_output=True, text=True, timeout=120,
-                          env=env, cwd=kw.get("cwd", REPO))
+    return subprocess.run(
+        [sys.executable, str(TRAIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=kw.get("cwd", REPO),
+    )
 
 
 def test_plugin_hook_and_writer_from_yaml(tmp_path):
     plugin = tmp_path / "my_plugin.py"
     plugin.write_text(PLUGIN)
-    config = _write_config(tmp_path, {
-        "hooks": [{"type": "MyHook", "priority": "HIGH", "tag": "hello"}],
-        "writers": [{"type": "MyWriter"}, {"type": "JsonlWriter"}],
-    })
+    config = _write_config(
+        tmp_path,
+        {
+            "hooks": [{"type": "MyHook", "priority": "HIGH", "tag": "hello"}],
+            "writers": [{"type": "MyWriter"}, {"type": "JsonlWriter"}],
+        },
+    )
     # Run from another directory: the wrapper script must find the package without installing.
-    res = _cli("--config", str(config), "--plugin", str(TOY_PLUGIN), "--plugin", str(plugin),
-               "trainer.max_steps=6", "trainer.val_interval=0", "save_ckpt_after_iter=3", "log_show_after_iter=2",
-               cwd=tmp_path)
+    res = _cli(
+        "--config",
+        str(config),
+        "--plugin",
+        str(TOY_PLUGIN),
+        "--plugin",
+        str(plugin),
+        "trainer.max_steps=6",
+        "trainer.val_interval=0",
+        "save_ckpt_after_iter=3",
+        "log_show_after_iter=2",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     exp_dir = tmp_path / "outputs" / "toy"
     assert json.loads((exp_dir / "my_hook.json").read_text()) == {"tag": "hello", "iters": 6, "step": 6}
@@ -96,8 +115,12 @@ def test_plugin_hook_and_writer_from_yaml(tmp_path):
     assert any(line.startswith("6 test/psnr ") for line in lines)
     saved = yaml.safe_load((exp_dir / "config.yaml").read_text())
     assert next(h for h in saved["hooks"] if h["type"] == "CheckPointHook")["interval"] == 3
-    assert next(h for h in saved["hooks"] if h["type"] == "MyHook") == \
-        {"type": "MyHook", "priority": "HIGH", "enabled": True, "tag": "hello"}
+    assert next(h for h in saved["hooks"] if h["type"] == "MyHook") == {
+        "type": "MyHook",
+        "priority": "HIGH",
+        "enabled": True,
+        "tag": "hello",
+    }
     assert sorted(p.name for p in (exp_dir / "checkpoints").glob("*.pth")) == ["step_000003.pth", "step_000006.pth"]
     assert "Hooks will be executed in the following order:" in res.stdout
     assert "step 4/6 |" in res.stdout  # non-TTY: plain progress lines, no bar
@@ -142,8 +165,17 @@ def test_resume_flag_followed_by_override_is_an_override(tmp_path):
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_sigint_saves_checkpoint_exits_130_and_resumes(tmp_path):
     config = _write_config(tmp_path)
-    cmd = [sys.executable, str(TRAIN), "--config", str(config), "--plugin", str(TOY_PLUGIN),
-           "trainer.max_steps=1000000", "trainer.val_interval=0", "hooks.1.interval=50"]
+    cmd = [
+        sys.executable,
+        str(TRAIN),
+        "--config",
+        str(config),
+        "--plugin",
+        str(TOY_PLUGIN),
+        "trainer.max_steps=1000000",
+        "trainer.val_interval=0",
+        "hooks.1.interval=50",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     exp_dir = tmp_path / "outputs" / "toy"
     deadline = time.time() + 60
@@ -160,8 +192,14 @@ def test_sigint_saves_checkpoint_exits_130_and_resumes(tmp_path):
     assert f"--config {exp_dir / 'config.yaml'} --resume --plugin {TOY_PLUGIN}" in err
 
     # The printed resume command works (with a nearer end so the test finishes).
-    res = _cli("--config", str(exp_dir / "config.yaml"), "--resume", "--plugin", str(TOY_PLUGIN),
-               f"trainer.max_steps={step + 3}")
+    res = _cli(
+        "--config",
+        str(exp_dir / "config.yaml"),
+        "--resume",
+        "--plugin",
+        str(TOY_PLUGIN),
+        f"trainer.max_steps={step + 3}",
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads((exp_dir / "metrics.json").read_text())["steps"] == step + 3
     assert find_latest(exp_dir).name == f"step_{step + 3:06d}.pth"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import importlib
 import shlex
 import sys
-import tomllib
 import types
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 
 from pointrix_lite.cli.train import main
@@ -32,7 +32,9 @@ def test_demo_generation_prints_one_line_saying_where(tmp_path, monkeypatch, cap
     monkeypatch.setattr(make, "generate_demo", fake_generate)
     demo = tmp_path / "data" / "demo"
     assert require_dir(demo / "nerf_synthetic") == demo / "nerf_synthetic"
-    assert capsys.readouterr().out == f"generating the demo scene in {demo.resolve()} (only once: later runs reuse it)\n"
+    assert (
+        capsys.readouterr().out == f"generating the demo scene in {demo.resolve()} (only once: later runs reuse it)\n"
+    )
     assert len(written) == 1
     require_dir(demo / "colmap")  # already there: silent
     assert capsys.readouterr().out == "" and len(written) == 1
@@ -46,7 +48,9 @@ def _train(tmp_path: Path, capsys, argv: list[str]) -> str:
 @pytest.mark.parametrize("viewer", [False, True])
 def test_summary_prints_view_and_resume_commands_that_work(viewer, tmp_path, capsys, monkeypatch):
     # The viewer is another package's: stand in for "installed" / "not installed" either way.
-    monkeypatch.setitem(sys.modules, "pointrix_lite.viewer", types.ModuleType("pointrix_lite.viewer") if viewer else None)
+    monkeypatch.setitem(
+        sys.modules, "pointrix_lite.viewer", types.ModuleType("pointrix_lite.viewer") if viewer else None
+    )
     raw = toy_raw_config(tmp_path)
     raw["trainer"] = {"max_steps": 8, "val_interval": 0}
     config = tmp_path / "scene.yaml"
@@ -57,7 +61,9 @@ def test_summary_prints_view_and_resume_commands_that_work(viewer, tmp_path, cap
     expected = ["next:"]
     if viewer:
         expected.append(f"  view         python scripts/view.py --exp-dir {exp}")
-    resume = f"python scripts/train.py --config {exp / 'config.yaml'} --resume trainer.max_steps=16 --plugin {TOY_PLUGIN}"
+    resume = (
+        f"python scripts/train.py --config {exp / 'config.yaml'} --resume trainer.max_steps=16 --plugin {TOY_PLUGIN}"
+    )
     expected.append(f"  train longer {resume}")
     assert nxt == expected
     if viewer:

@@ -32,7 +32,9 @@ def _guard(tmp_path: Path, monkeypatch, read_every: int) -> tuple[NaNGuardHook, 
     hook.trainer = trainer
     reads: list[int] = []
     real = NaNGuardHook._read_device_flags
-    monkeypatch.setattr(NaNGuardHook, "_read_device_flags", lambda self: reads.append(trainer.global_step) or real(self))
+    monkeypatch.setattr(
+        NaNGuardHook, "_read_device_flags", lambda self: reads.append(trainer.global_step) or real(self)
+    )
     return hook, trainer, reads
 
 
@@ -49,7 +51,9 @@ def test_deferred_guard_reads_every_n_steps_and_names_the_first_bad_step(tmp_pat
     assert reads == [1, 4]  # the first step (flags created), then every 4th step
     _step(hook, trainer, math.nan)  # step 6: not read yet, training goes on
     _step(hook, trainer, 0.1)
-    with pytest.raises(NonFiniteLossError, match=r"^step 8: non-finite loss \(loss first at step 6, l1 first at step 6\)"):
+    with pytest.raises(
+        NonFiniteLossError, match=r"^step 8: non-finite loss \(loss first at step 6, l1 first at step 6\)"
+    ):
         _step(hook, trainer, 0.1)
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import textwrap
-from re import escape as re_escape
 from pathlib import Path
+from re import escape as re_escape
 
 import pytest
 import yaml
@@ -33,7 +33,8 @@ PORTED = {
 
 def _plugin(tmp_path: Path, name: str, body: str) -> Path:
     path = tmp_path / f"{name.lower()}.py"
-    path.write_text(textwrap.dedent(f'''
+    path.write_text(
+        textwrap.dedent(f"""
         from pointrix_lite.engine.hooks import Hook
         from pointrix_lite.registry import HOOKS
 
@@ -43,7 +44,8 @@ def _plugin(tmp_path: Path, name: str, body: str) -> Path:
             calls = 0
 
             {{body}}
-    ''').replace("{body}", body))
+    """).replace("{body}", body)
+    )
     return path
 
 
@@ -116,7 +118,11 @@ def test_signatures_the_trainer_can_call_pass():
     [
         ("before_train", "def before_train(self, runner): ...", "(self, runner)"),
         ("after_val_epoch", "def after_val_epoch(self, runner, metrics=None): ...", "(self, runner, metrics=None)"),
-        ("after_load_checkpoint", "def after_load_checkpoint(self, runner, checkpoint): ...", "(self, runner, checkpoint)"),
+        (
+            "after_load_checkpoint",
+            "def after_load_checkpoint(self, runner, checkpoint): ...",
+            "(self, runner, checkpoint)",
+        ),
         ("after_train_iter", "def after_train_iter(self, *args): ...", "(self, *args)"),
         ("after_train_iter", "def after_train_iter(self, idx, batch): ...", "(self, idx, batch)"),
         ("before_run", "def before_run(): ...", "()"),  # forgot self

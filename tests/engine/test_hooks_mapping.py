@@ -24,7 +24,11 @@ LIST_FORM = [
 ]
 MAPPING_FORMS = {
     # Pointrix: the key is the hook type.
-    "type keys": {"LogHook": {"interval": 50}, "CheckPointHook": {"max_keep": 2}, "PlyExportHook": {"every": 10, "priority": "LOW"}},
+    "type keys": {
+        "LogHook": {"interval": 50},
+        "CheckPointHook": {"max_keep": 2},
+        "PlyExportHook": {"every": 10, "priority": "LOW"},
+    },
     # MMEngine default_hooks: the key is a label, `type` inside.
     "label keys": {
         "logger": {"type": "LogHook", "interval": 50},
@@ -52,7 +56,13 @@ def test_mapping_builds_and_resolves_like_the_list(form, tmp_path):
     assert dump_config(from_mapping) == dump_config(from_list)  # so the same config.yaml
     built = _built(from_mapping)
     assert built == _built(from_list)
-    assert [name for name, _, _ in built] == ["NaNGuardHook", "IterTimerHook", "LogHook", "PlyExportHook", "CheckPointHook"]
+    assert [name for name, _, _ in built] == [
+        "NaNGuardHook",
+        "IterTimerHook",
+        "LogHook",
+        "PlyExportHook",
+        "CheckPointHook",
+    ]
     by_type = {name: (prio, config) for name, prio, config in built}
     assert by_type["LogHook"][1].interval == 50 and by_type["CheckPointHook"][1].max_keep == 2
     assert by_type["PlyExportHook"][0] == 70 and by_type["PlyExportHook"][1].every == 10
@@ -67,7 +77,9 @@ def test_mapping_config_yaml_reloads_to_the_same_config(tmp_path):
 
 
 def test_mapping_form_takes_overrides_by_key(tmp_path):
-    cfg = _load(tmp_path, {"LogHook": {"interval": 50}}, ["hooks.LogHook.interval=7", "hooks.CheckPointHook.enabled=false"])
+    cfg = _load(
+        tmp_path, {"LogHook": {"interval": 50}}, ["hooks.LogHook.interval=7", "hooks.CheckPointHook.enabled=false"]
+    )
     by_type = {h["type"]: h for h in cfg.hooks}
     assert by_type["LogHook"]["interval"] == 7 and by_type["CheckPointHook"]["enabled"] is False
     assert "CheckPointHook" not in [type(h).__name__ for h in build_hooks(cfg.hooks)]
@@ -84,7 +96,10 @@ def test_mapping_form_takes_overrides_by_key(tmp_path):
         ({"LogHook": {"intervl": 5}}, "hooks.LogHook.intervl: unknown key (did you mean 'interval'?)"),
         ({"LogHook": {"priority": "HIHG"}}, "hooks.LogHook.priority: unknown priority 'HIHG'"),
         ({"LogHook": {"name": "LogHook"}}, "hooks.LogHook.name: Pointrix's `name:` is the key itself here"),
-        ({"LogHook": {}, "logger": {"type": "LogHook"}}, "hooks.logger: configures LogHook again (already configured by hooks.LogHook)"),
+        (
+            {"LogHook": {}, "logger": {"type": "LogHook"}},
+            "hooks.logger: configures LogHook again (already configured by hooks.LogHook)",
+        ),
         ("LogHook", "hooks: expected a list ([{type: LogHook, interval: 50}]) or a mapping"),
     ],
 )
@@ -99,7 +114,9 @@ def test_duplicate_key_in_the_yaml_file_names_key_and_line(tmp_path, capsys):
     raw = toy_raw_config(tmp_path)
     del raw["hooks"]
     config = tmp_path / "scene.yaml"
-    config.write_text(yaml.safe_dump(raw) + "hooks:\n  LogHook: {interval: 5}\n  CheckPointHook: {}\n  LogHook: {interval: 7}\n")
+    config.write_text(
+        yaml.safe_dump(raw) + "hooks:\n  LogHook: {interval: 5}\n  CheckPointHook: {}\n  LogHook: {interval: 7}\n"
+    )
     line = config.read_text().splitlines().index("  LogHook: {interval: 7}") + 1
     assert main(["--config", str(config), "--plugin", str(TOY_PLUGIN)]) == 2
     err = capsys.readouterr().err

@@ -200,17 +200,42 @@ def test_layer_checker_accepts_imports_that_go_down(tmp_path):
 @pytest.mark.parametrize(
     "name, source, offending",
     [
-        ("low/core.py", "from ..mid import VALUE\n", "pkg/low/core.py:1 imports pkg.mid: layer 3 (mid) is not below layer 2 (low)"),
-        ("base.py", "def f():\n    import pkg.top\n", "pkg/base.py:2 imports pkg.top: layer 4 (top) is not below layer 1 (base)"),
-        ("mid/__init__.py", "import importlib\nM = importlib.import_module('pkg.top')\n",
-         "pkg/mid/__init__.py:2 imports pkg.top: layer 4 (top) is not below layer 3 (mid)"),
-        ("base.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .low import core\n",
-         "pkg/base.py:3 imports pkg.low.core: layer 2 (low) is not below layer 1 (base)"),
-        ("peer.py", "from .low import core\n", "pkg/peer.py:1 imports pkg.low.core: layer 2 (low) is not below layer 2 (peer)"),
+        (
+            "low/core.py",
+            "from ..mid import VALUE\n",
+            "pkg/low/core.py:1 imports pkg.mid: layer 3 (mid) is not below layer 2 (low)",
+        ),
+        (
+            "base.py",
+            "def f():\n    import pkg.top\n",
+            "pkg/base.py:2 imports pkg.top: layer 4 (top) is not below layer 1 (base)",
+        ),
+        (
+            "mid/__init__.py",
+            "import importlib\nM = importlib.import_module('pkg.top')\n",
+            "pkg/mid/__init__.py:2 imports pkg.top: layer 4 (top) is not below layer 3 (mid)",
+        ),
+        (
+            "base.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .low import core\n",
+            "pkg/base.py:3 imports pkg.low.core: layer 2 (low) is not below layer 1 (base)",
+        ),
+        (
+            "peer.py",
+            "from .low import core\n",
+            "pkg/peer.py:1 imports pkg.low.core: layer 2 (low) is not below layer 2 (peer)",
+        ),
         ("extra.py", "X = 1\n", "pkg/extra: package in no layer of docs/architecture.md"),
     ],
-    ids=["module-level", "in-a-function", "import_module-string", "type-checking", "same-layer-peer", "unlisted-package"],
-)  # fmt: skip
+    ids=[
+        "module-level",
+        "in-a-function",
+        "import_module-string",
+        "type-checking",
+        "same-layer-peer",
+        "unlisted-package",
+    ],
+)
 def test_layer_checker_names_an_upward_import(tmp_path, name, source, offending):
     package = _write_package(tmp_path, {**SYNTHETIC, name: source})
     problems = layer_violations(package, SYNTHETIC_LAYERS)
@@ -219,7 +244,9 @@ def test_layer_checker_names_an_upward_import(tmp_path, name, source, offending)
 
 def test_layers_table_is_read_from_the_architecture_doc(tmp_path):
     doc = tmp_path / "architecture.md"
-    doc.write_text("# A\n\n## Layers\n\n| layer | packages |\n| --- | --- |\n| 2 | `top` |\n| 1 | `low`, `peer` |\n\n## Next\n| 9 | `x` |\n")
+    doc.write_text(
+        "# A\n\n## Layers\n\n| layer | packages |\n| --- | --- |\n| 2 | `top` |\n| 1 | `low`, `peer` |\n\n## Next\n| 9 | `x` |\n"
+    )
     assert documented_layers(doc) == {"top": 2, "low": 1, "peer": 1}
 
 

@@ -18,16 +18,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pointrix_lite.cli.plugins import load_plugin
 from pointrix_lite.cli.train import main
 from pointrix_lite.components import import_all
 from pointrix_lite.engine.experiment import load_experiment
 from pointrix_lite.engine.hooks import Hook, build_hooks, format_hook_table
-from pointrix_lite.cli.plugins import load_plugin
 from pointrix_lite.errors import ConfigError
 from pointrix_lite.registry import HOOKS, WRITERS
 from pointrix_lite.writers import Writer
 
-from .engine_helpers import TOY_PLUGIN, make_trainer, toy_raw_config
+from .engine_helpers import TOY_PLUGIN, toy_raw_config
 
 import_all()  # the configs on the page name the built-in model, renderer and datasets
 DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "porting.md"
@@ -56,7 +56,9 @@ def _module(monkeypatch, name: str, **attrs) -> None:
 def port(monkeypatch, tmp_path):
     """Scratch registries, the pointrix / mmengine stand-ins, and helpers to run doc blocks."""
     for registry in (HOOKS, WRITERS):  # what a test registers is gone after it
-        monkeypatch.setattr(registry, "_table", {k: v for k, v in registry._table.items() if k not in ("PointCountHook", "CsvWriter")})
+        monkeypatch.setattr(
+            registry, "_table", {k: v for k, v in registry._table.items() if k not in ("PointCountHook", "CsvWriter")}
+        )
     mm_hooks = types.SimpleNamespace(register_module=HOOKS.register, build=HOOKS.build, get=HOOKS.get)
     for name, attrs in {
         "pointrix": {},
@@ -134,7 +136,9 @@ def _scalars(path: Path, name: str) -> list[tuple[int, float]]:
 
 def check_ported_hook(port, capsys, tmp_path):
     plugin = port.plugin("ported-hook", "point_count.py")
-    raw = port.toy(hooks={"PointCountHook": {"interval": 4}}, trainer={"max_steps": 8, "val_interval": 0, "test_at_end": False})
+    raw = port.toy(
+        hooks={"PointCountHook": {"interval": 4}}, trainer={"max_steps": 8, "val_interval": 0, "test_at_end": False}
+    )
     rc, _ = port.train(raw, plugin)
     assert rc == 0, capsys.readouterr().err
     assert _scalars(tmp_path / "outputs" / "toy" / "log.jsonl", "num_pt") == [(4, 64.0), (8, 64.0)]
@@ -176,7 +180,10 @@ def check_pointrix_config_ported(port, capsys, tmp_path):
     before = port.yaml("pointrix-config")["trainer"]
     assert cfg.exp_dir == before["output_path"] and cfg.trainer.max_steps == before["max_steps"]
     assert cfg.trainer.val_interval == before["val_interval"]
-    assert cfg.dataset["type"] == before["datapipeline"]["data_set"] and cfg.dataset["data_path"] == before["datapipeline"]["data_path"]
+    assert (
+        cfg.dataset["type"] == before["datapipeline"]["data_set"]
+        and cfg.dataset["data_path"] == before["datapipeline"]["data_path"]
+    )
     assert [w["type"] for w in cfg.writers] == [before["writer"]["writer_type"]]
     as_list = yaml.safe_load(EX["pointrix-config-ported"])
     as_list["hooks"] = [{"type": "LogHook"}, {"type": "CheckPointHook"}]
@@ -190,7 +197,10 @@ def check_mmengine_config_ported(port, capsys, tmp_path):
     ns: dict = {}
     exec(EX["mmengine-config"], ns)
     assert cfg.exp_dir == ns["work_dir"] and cfg.seed == ns["randomness"]["seed"]
-    assert (cfg.trainer.max_steps, cfg.trainer.val_interval) == (ns["train_cfg"]["max_iters"], ns["train_cfg"]["val_interval"])
+    assert (cfg.trainer.max_steps, cfg.trainer.val_interval) == (
+        ns["train_cfg"]["max_iters"],
+        ns["train_cfg"]["val_interval"],
+    )
     hooks = {h["type"]: h for h in cfg.hooks}
     mm = ns["default_hooks"]
     assert hooks["LogHook"]["interval"] == mm["logger"]["interval"]
@@ -228,14 +238,17 @@ def check_pointrix_writer(port, capsys, tmp_path):
     assert not fits("__init__", exp_dir=tmp_path)
     assert not fits("write_config", {"name": "x"})
     assert fits("write_scalar", "train/loss", 0.5, 3)
-    assert not hasattr(Writer, "finish") and "finish" not in inspect.getsource(sys.modules["pointrix_lite.writers.base"])
+    assert not hasattr(Writer, "finish") and "finish" not in inspect.getsource(
+        sys.modules["pointrix_lite.writers.base"]
+    )
 
 
 def check_ported_writer(port, capsys, tmp_path):
     hook = port.plugin("ported-hook", "point_count.py")
     writer = port.plugin("ported-writer", "csv_writer.py")
     raw = port.toy(
-        hooks={"PointCountHook": {"interval": 4}, "LogHook": {"interval": 4}}, trainer={"max_steps": 8, "val_interval": 0, "test_at_end": False},
+        hooks={"PointCountHook": {"interval": 4}, "LogHook": {"interval": 4}},
+        trainer={"max_steps": 8, "val_interval": 0, "test_at_end": False},
         **port.yaml("ported-writer-config"),
     )
     rc, _ = port.train(raw, hook, writer)

@@ -116,8 +116,10 @@ def test_the_hook_holds_the_gauge_while_the_cameras_still_move(toy_config, tmp_p
 
 
 def test_resume_is_exact_with_the_gauge(toy_config, tmp_path):
-    extra = {**POSE_EXTRA, "hooks": [{"type": "CheckPointHook", "interval": 4},
-                                     {"type": "PoseOptHook", "lr": 0.01, "gauge": "mean"}]}  # fmt: skip
+    extra = {
+        **POSE_EXTRA,
+        "hooks": [{"type": "CheckPointHook", "interval": 4}, {"type": "PoseOptHook", "lr": 0.01, "gauge": "mean"}],
+    }
     straight = make_trainer(toy_config(extra, overrides=[f"exp_dir={tmp_path / 'straight'}"]))
     straight.run()
     first, _, second = stop_and_resume(toy_config(extra, overrides=[f"exp_dir={tmp_path / 'resumed'}"]), 6)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
@@ -176,7 +175,10 @@ def test_hook_trains_corrections_and_resume_is_exact(toy_config, tmp_path):
 
 def test_refine_false_keeps_the_given_poses_and_still_aligns_the_test_views(toy_config, tmp_path):
     def trainer(name: str, refine: bool | None, steps: int = 8):
-        extra = {**POSE_EXTRA, "trainer": {"max_steps": steps, "val_interval": 0, "test_at_end": True, "save_test_renders": False}}
+        extra = {
+            **POSE_EXTRA,
+            "trainer": {"max_steps": steps, "val_interval": 0, "test_at_end": True, "save_test_renders": False},
+        }
         align = {"test_align_steps": 30, "test_align_method": "adam", "test_align_lr": 0.05}
         pose = [] if refine is None else [{"type": "PoseOptHook", "lr": 0.01, "refine": refine, **align}]
         extra["hooks"] = [{"type": "CheckPointHook", "interval": 4}, *pose]
@@ -246,7 +248,10 @@ def test_test_time_alignment_fits_the_test_pose_and_leaves_the_model_alone(metho
 
 def test_metrics_json_keeps_given_poses_in_mean_and_adds_the_aligned_scores(toy_config, tmp_path):
     def run(steps: int) -> dict:
-        extra = {**POSE_EXTRA, "trainer": {"max_steps": 8, "val_interval": 0, "test_at_end": True, "save_test_renders": False}}
+        extra = {
+            **POSE_EXTRA,
+            "trainer": {"max_steps": 8, "val_interval": 0, "test_at_end": True, "save_test_renders": False},
+        }
         # The toy renderer has no depth to linearise with: Adam's fit needs only gradients.
         align = {"test_align_steps": steps, "test_align_method": "adam", "test_align_lr": 0.05}
         extra["hooks"] = [{"type": "PoseOptHook", "lr": 0.01, **align}]
@@ -268,8 +273,15 @@ def test_summary_names_both_figures_given_poses_first(tmp_path):
 
     view = {"psnr": 25.0, "ssim": 0.9, "lpips": None}
     fitted = {"psnr": 27.5, "ssim": 0.93, "lpips": None}
-    report = {"mean": view, "per_view": {"a": view}, "mean_aligned": fitted, "per_view_aligned": {"a": fitted},
-              "steps": 10, "train_seconds": 1.0, "num_gaussians": 5}  # fmt: skip
+    report = {
+        "mean": view,
+        "per_view": {"a": view},
+        "mean_aligned": fitted,
+        "per_view_aligned": {"a": fitted},
+        "steps": 10,
+        "train_seconds": 1.0,
+        "num_gaussians": 5,
+    }
     (tmp_path / "metrics.json").write_text(json.dumps(report))
     lines = format_summary(tmp_path).splitlines()
     assert lines[1].startswith("test (1 views): PSNR 25.00 dB")
@@ -333,6 +345,9 @@ def test_gauss_newton_alignment_needs_depth_and_alpha_from_the_renderer():
     trainer = _EvalTrainer(SimpleNamespace(), lambda model, cameras, bg: {"rgb": torch.zeros(1, 8, 8, 3)})
     hook = PoseOptHook(PoseOptHook.Config(test_align_steps=5))
     hook.trainer = trainer
-    with pytest.raises(ConfigError, match=r"^hooks\.PoseOptHook\.test_align_method: gauss_newton needs .*'depth'.*"
-                       r"use test_align_method: adam$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^hooks\.PoseOptHook\.test_align_method: gauss_newton needs .*'depth'.*"
+        r"use test_align_method: adam$",
+    ):
         hook._aligned_viewmat(trainer, view, 5)

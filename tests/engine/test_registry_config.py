@@ -74,7 +74,9 @@ def test_unknown_top_level_key_lists_valid_keys(toy_config):
 
 
 def test_unknown_registry_type_in_section(toy_config):
-    with pytest.raises(ConfigError, match=r"^renderer\.type: unknown renderer 'ToyRenderr'; did you mean 'ToyRenderer'\?"):
+    with pytest.raises(
+        ConfigError, match=r"^renderer\.type: unknown renderer 'ToyRenderr'; did you mean 'ToyRenderer'\?"
+    ):
         toy_config({"renderer": {"type": "ToyRenderr"}})
 
 
@@ -97,8 +99,18 @@ def test_missing_yaml_file_and_bad_yaml(tmp_path):
 # --- overrides ---------------------------------------------------------------------------------
 def test_overrides_parse_yaml_scalars_and_nest():
     data = {"trainer": {"max_steps": 10}, "hooks": [{"type": "LogHook"}]}
-    out = apply_overrides(data, ["trainer.max_steps=500", "dataset.data_path=/x/y", "seed=007", "hooks.0.interval=5",
-                                 "trainer.test_at_end=false", "strategy=null", "name='001'"])
+    out = apply_overrides(
+        data,
+        [
+            "trainer.max_steps=500",
+            "dataset.data_path=/x/y",
+            "seed=007",
+            "hooks.0.interval=5",
+            "trainer.test_at_end=false",
+            "strategy=null",
+            "name='001'",
+        ],
+    )
     assert out["trainer"]["max_steps"] == 500
     assert out["dataset"] == {"data_path": "/x/y"}
     assert out["seed"] == 7 and out["name"] == "001" and out["strategy"] is None
@@ -124,7 +136,9 @@ def test_default_hooks_present_and_disable(toy_config):
     cfg = toy_config({"hooks": []})
     assert [h["type"] for h in cfg.hooks] == ["IterTimerHook", "LogHook", "CheckPointHook", "NaNGuardHook"]
     assert all(h["enabled"] for h in cfg.hooks)
-    cfg = toy_config({"hooks": [{"type": "LogHook", "enabled": False}, {"type": "NaNGuardHook", "check_params": False}]})
+    cfg = toy_config(
+        {"hooks": [{"type": "LogHook", "enabled": False}, {"type": "NaNGuardHook", "check_params": False}]}
+    )
     assert _hook(cfg, "LogHook")["enabled"] is False
     assert [h["type"] for h in cfg.hooks] == ["IterTimerHook", "LogHook", "CheckPointHook", "NaNGuardHook"]
     assert _hook(cfg, "NaNGuardHook")["priority"] == "VERY_HIGH"  # class default, resolved
@@ -175,8 +189,10 @@ def test_device_auto_resolves(toy_config):
 
 # --- priorities --------------------------------------------------------------------------------
 def test_priority_levels_and_ints():
-    assert [get_priority(n) for n in ("HIGHEST", "very_high", "HIGH", "ABOVE_NORMAL", "NORMAL", "BELOW_NORMAL",
-                                      "LOW", "VERY_LOW", "LOWEST")] == [0, 10, 30, 40, 50, 60, 70, 90, 100]
+    assert [
+        get_priority(n)
+        for n in ("HIGHEST", "very_high", "HIGH", "ABOVE_NORMAL", "NORMAL", "BELOW_NORMAL", "LOW", "VERY_LOW", "LOWEST")
+    ] == [0, 10, 30, 40, 50, 60, 70, 90, 100]
     assert get_priority(Priority.LOW) == 70 and get_priority(42) == 42
     for bad in (101, -1, True, 1.5, "MEDIUM"):
         with pytest.raises(ConfigError):
@@ -186,15 +202,20 @@ def test_priority_levels_and_ints():
 def test_builder_orders_by_priority_keeping_ties_stable():
     from pointrix_lite.engine.hooks import build_hooks
 
-    hooks = build_hooks([
-        {"type": "LogHook", "priority": "NORMAL"},
-        {"type": "IterTimerHook", "priority": 50},
-        {"type": "CheckPointHook", "priority": "HIGHEST"},
-        {"type": "NaNGuardHook", "priority": 50},
-        {"type": "ProfilerHook", "priority": 99, "enabled": False},
-    ])
+    hooks = build_hooks(
+        [
+            {"type": "LogHook", "priority": "NORMAL"},
+            {"type": "IterTimerHook", "priority": 50},
+            {"type": "CheckPointHook", "priority": "HIGHEST"},
+            {"type": "NaNGuardHook", "priority": 50},
+            {"type": "ProfilerHook", "priority": 99, "enabled": False},
+        ]
+    )
     assert [(h.name, h.priority) for h in hooks] == [
-        ("CheckPointHook", 0), ("LogHook", 50), ("IterTimerHook", 50), ("NaNGuardHook", 50)
+        ("CheckPointHook", 0),
+        ("LogHook", 50),
+        ("IterTimerHook", 50),
+        ("NaNGuardHook", 50),
     ]
     assert all(isinstance(h, Hook) for h in hooks)
 

@@ -155,7 +155,7 @@ def test_hooks_hold_weak_reference(toy_config):
     del trainer
     gc.collect()
     with pytest.raises(RuntimeError, match="not attached to a live trainer"):
-        hook.trainer
+        _ = hook.trainer
 
 
 def test_hook_table_lists_sites_in_execution_order(toy_config):
@@ -164,15 +164,21 @@ def test_hook_table_lists_sites_in_execution_order(toy_config):
     assert table.startswith("Hooks will be executed in the following order:")
     block = table.split("after_train_iter:\n")[1].split("---")[0].strip().splitlines()
     assert block == [
-        "(VERY_HIGH   ) NaNGuardHook", "(NORMAL      ) IterTimerHook", "(55          ) ProfilerHook",
-        "(BELOW_NORMAL) LogHook", "(VERY_LOW    ) CheckPointHook",
+        "(VERY_HIGH   ) NaNGuardHook",
+        "(NORMAL      ) IterTimerHook",
+        "(55          ) ProfilerHook",
+        "(BELOW_NORMAL) LogHook",
+        "(VERY_LOW    ) CheckPointHook",
     ]
     assert "before_run:" not in table  # no hook implements it
 
 
 def test_strategy_step_sequence(toy_config):
-    trainer = make_trainer(toy_config({"strategy": {"type": "ToyStrategy", "reg_weight": 0.5},
-                                       "trainer": {"max_steps": 3, "test_at_end": False}}))
+    trainer = make_trainer(
+        toy_config(
+            {"strategy": {"type": "ToyStrategy", "reg_weight": 0.5}, "trainer": {"max_steps": 3, "test_at_end": False}}
+        )
+    )
     strategy = trainer.strategy
     assert strategy.checked and strategy.max_steps == 3 and strategy.scene_extent == 1.0
     trainer.run()
@@ -183,9 +189,14 @@ def test_strategy_step_sequence(toy_config):
 
 
 def test_nan_guard_stops_and_keeps_last_good_checkpoint(toy_config):
-    cfg = toy_config({"model": {"nan_at_step": 7}, "trainer": {"max_steps": 12, "val_interval": 0},
-                      "hooks": [{"type": "NaNGuardHook"}, {"type": "CheckPointHook", "interval": 8}]},
-                     overrides=["hooks.1.interval=4"])
+    cfg = toy_config(
+        {
+            "model": {"nan_at_step": 7},
+            "trainer": {"max_steps": 12, "val_interval": 0},
+            "hooks": [{"type": "NaNGuardHook"}, {"type": "CheckPointHook", "interval": 8}],
+        },
+        overrides=["hooks.1.interval=4"],
+    )
     trainer = make_trainer(cfg)
     with pytest.raises(NonFiniteLossError, match=r"^step 7: non-finite loss \(loss=nan\); .*step_000004\.pth$"):
         trainer.run()
@@ -196,8 +207,14 @@ def test_nan_guard_stops_and_keeps_last_good_checkpoint(toy_config):
 
 
 def test_profiler_hook_writes_chrome_trace(toy_config):
-    trainer = make_trainer(toy_config({"hooks": [{"type": "ProfilerHook", "start_step": 2, "num_steps": 2}],
-                                       "trainer": {"max_steps": 5, "test_at_end": False, "val_interval": 0}}))
+    trainer = make_trainer(
+        toy_config(
+            {
+                "hooks": [{"type": "ProfilerHook", "start_step": 2, "num_steps": 2}],
+                "trainer": {"max_steps": 5, "test_at_end": False, "val_interval": 0},
+            }
+        )
+    )
     trainer.run()
     trace = trainer.exp_dir / "profile" / "trace_steps_2-3.json"
     events = json.loads(trace.read_text())["traceEvents"]

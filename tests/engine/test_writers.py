@@ -65,8 +65,12 @@ def test_jsonl_writer_read_back(tmp_path):
     w.close()
     records = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert records[0] == {"kind": "config", "config": {"name": "toy"}}
-    assert {k: records[1][k] for k in ("kind", "step", "name", "value")} == \
-        {"kind": "scalar", "step": 3, "name": "train/loss", "value": 0.5}
+    assert {k: records[1][k] for k in ("kind", "step", "name", "value")} == {
+        "kind": "scalar",
+        "step": 3,
+        "name": "train/loss",
+        "value": 0.5,
+    }
     assert records[2]["value"] is None  # NaN is not JSON; written as null
     assert records[3]["kind"] == "image" and records[3]["step"] == 4
     assert np.array_equal(iio.imread(tmp_path / records[3]["path"]), _image())

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 
@@ -44,8 +43,16 @@ class ToyDataset:
         def view(i: int, split: str) -> View:
             viewmat = torch.eye(4)
             viewmat[0, 3] = 0.1 * i  # distinct cameras; the toy renderer ignores them
-            cam = Camera(fx=10.0, fy=10.0, cx=config.size / 2, cy=config.size / 2, width=config.size,
-                         height=config.size, viewmat=viewmat, name=f"{split}_{i:03d}")
+            cam = Camera(
+                fx=10.0,
+                fy=10.0,
+                cx=config.size / 2,
+                cy=config.size / 2,
+                width=config.size,
+                height=config.size,
+                viewmat=viewmat,
+                name=f"{split}_{i:03d}",
+            )
             return View(camera=cam, image=image.clone(), name=f"{split}_{i:03d}", index=i)
 
         self.train_views = [view(i, "train") for i in range(config.num_train)]
@@ -62,7 +69,7 @@ class ToyModel(torch.nn.Module):
     class Config:
         lr: float = 0.5
         lr_final_factor: float = 0.1  # exponential decay to lr * factor at max_steps
-        nan_at_step: Optional[int] = None  # 1-based step whose loss is NaN (NaNGuardHook tests)
+        nan_at_step: int | None = None  # 1-based step whose loss is NaN (NaNGuardHook tests)
         channels: int = 3  # != 3 gives a shape mismatch (checkpoint mismatch tests)
 
     metric_notes = {"lpips": "toy model: LPIPS is not computed"}

@@ -109,12 +109,16 @@ def read_compressed_ply(path: Path) -> dict[str, np.ndarray]:
     scales = unpack_111011(vertex["packed_scale"], "scale_")
     c = vertex["packed_color"]
     t = np.stack([_unorm(c >> 24, 8), _unorm(c >> 16, 8), _unorm(c >> 8, 8)], axis=1)
-    colour = _lerp(np.stack([chunk[f"min_{a}"][ci] for a in "rgb"], 1), np.stack([chunk[f"max_{a}"][ci] for a in "rgb"], 1), t)
+    colour = _lerp(
+        np.stack([chunk[f"min_{a}"][ci] for a in "rgb"], 1), np.stack([chunk[f"max_{a}"][ci] for a in "rgb"], 1), t
+    )
     alpha = _unorm(c, 8)
 
     r = vertex["packed_rotation"]
     norm = 1 / (math.sqrt(2) * 0.5)
-    abc = np.stack([(_unorm(r >> 20, 10) - 0.5) * norm, (_unorm(r >> 10, 10) - 0.5) * norm, (_unorm(r, 10) - 0.5) * norm], 1)
+    abc = np.stack(
+        [(_unorm(r >> 20, 10) - 0.5) * norm, (_unorm(r >> 10, 10) - 0.5) * norm, (_unorm(r, 10) - 0.5) * norm], 1
+    )
     largest = np.sqrt(np.maximum(0.0, 1 - (abc**2).sum(1)))
     which = (r >> 30).astype(np.int64)
     quats = np.empty((n, 4))
@@ -241,15 +245,26 @@ def sh_basis(d: np.ndarray) -> np.ndarray:
     directions ``d [M, 3]``."""
     x, y, z = d[:, 0], d[:, 1], d[:, 2]
     xx, yy, zz = x * x, y * y, z * z
-    return np.stack([
-        -0.4886025119029199 * y, 0.4886025119029199 * z, -0.4886025119029199 * x,
-        1.0925484305920792 * x * y, -1.0925484305920792 * y * z, 0.31539156525252005 * (2 * zz - xx - yy),
-        -1.0925484305920792 * x * z, 0.5462742152960396 * (xx - yy),
-        -0.5900435899266435 * y * (3 * xx - yy), 2.890611442640554 * x * y * z,
-        -0.4570457994644658 * y * (4 * zz - xx - yy), 0.3731763325901154 * z * (2 * zz - 3 * xx - 3 * yy),
-        -0.4570457994644658 * x * (4 * zz - xx - yy), 1.445305721320277 * z * (xx - yy),
-        -0.5900435899266435 * x * (xx - 3 * yy),
-    ], axis=1)
+    return np.stack(
+        [
+            -0.4886025119029199 * y,
+            0.4886025119029199 * z,
+            -0.4886025119029199 * x,
+            1.0925484305920792 * x * y,
+            -1.0925484305920792 * y * z,
+            0.31539156525252005 * (2 * zz - xx - yy),
+            -1.0925484305920792 * x * z,
+            0.5462742152960396 * (xx - yy),
+            -0.5900435899266435 * y * (3 * xx - yy),
+            2.890611442640554 * x * y * z,
+            -0.4570457994644658 * y * (4 * zz - xx - yy),
+            0.3731763325901154 * z * (2 * zz - 3 * xx - 3 * yy),
+            -0.4570457994644658 * x * (4 * zz - xx - yy),
+            1.445305721320277 * z * (xx - yy),
+            -0.5900435899266435 * x * (xx - 3 * yy),
+        ],
+        axis=1,
+    )
 
 
 def sh_flip_factors(signs: tuple[float, float, float]) -> np.ndarray:
@@ -266,11 +281,14 @@ def rotation_matrices(q_wxyz: np.ndarray) -> np.ndarray:
     """``[N, 3, 3]`` rotations of (normalised) quaternions w, x, y, z."""
     q = q_wxyz / np.linalg.norm(q_wxyz, axis=1, keepdims=True)
     w, x, y, z = q.T
-    return np.stack([
-        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-    ], 1)
+    return np.stack(
+        [
+            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        1,
+    )
 
 
 def read_sog(path: Path) -> dict:

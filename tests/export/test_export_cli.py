@@ -8,8 +8,8 @@ import torch
 import yaml
 from plyfile import PlyData, PlyElement
 
-from pointrix_lite.engine.checkpoint import CHECKPOINT_DIR, FORMAT_VERSION, save_checkpoint_file, write_latest_pointer
 from pointrix_lite.cli.export import main
+from pointrix_lite.engine.checkpoint import CHECKPOINT_DIR, FORMAT_VERSION, save_checkpoint_file, write_latest_pointer
 from pointrix_lite.io.ply import save_ply
 
 from .readers import read_compressed_ply, read_splat, separable_params
@@ -45,8 +45,14 @@ def test_exp_dir_latest_checkpoint_to_compressed_ply(tmp_path, params, capsys):
     assert f"wrote {path} (ply_compressed): {size / 1e6:.2f} MB, 300 Gaussians, SH degree 1" in out
     assert "ply_compressed drops opacity <= 1/255: 0" in out
     full = 300 * 4 * (14 + 3 + 9) + len(b"ply\nformat binary_little_endian 1.0\nelement vertex 300\nend_header\n")
-    full += sum(len(f"property float {n}\n") for n in ["x", "y", "z", "nx", "ny", "nz", "opacity"] + [f"f_dc_{i}" for i in range(3)]
-                + [f"f_rest_{i}" for i in range(9)] + [f"scale_{i}" for i in range(3)] + [f"rot_{i}" for i in range(4)])
+    full += sum(
+        len(f"property float {n}\n")
+        for n in ["x", "y", "z", "nx", "ny", "nz", "opacity"]
+        + [f"f_dc_{i}" for i in range(3)]
+        + [f"f_rest_{i}" for i in range(9)]
+        + [f"scale_{i}" for i in range(3)]
+        + [f"rot_{i}" for i in range(4)]
+    )
     assert f"{full / size:.2f}x smaller than the full PLY" in out
     assert len(read_compressed_ply(path)["means"]) == 300
 
@@ -62,7 +68,23 @@ def test_exp_dir_named_checkpoint(tmp_path, params, capsys):
 def test_ply_source_with_filters_and_out(tmp_path, params, capsys):
     src = save_ply(params, tmp_path / "scene.ply")
     out = tmp_path / "sub" / "shared.splat"
-    code = main(["--ply", str(src), "--format", "splat", "--out", str(out), "--sphere", "0", "0", "0", "2", "--min-opacity", "0.75"])
+    code = main(
+        [
+            "--ply",
+            str(src),
+            "--format",
+            "splat",
+            "--out",
+            str(out),
+            "--sphere",
+            "0",
+            "0",
+            "0",
+            "2",
+            "--min-opacity",
+            "0.75",
+        ]
+    )
     assert code == 0
     m = params["means"].numpy()
     alpha = torch.sigmoid(params["opacities"]).numpy()
@@ -75,7 +97,11 @@ def test_ply_source_with_filters_and_out(tmp_path, params, capsys):
 
 def test_ply_source_default_names_beside_the_input(tmp_path, params):
     src = save_ply(params, tmp_path / "scene.ply")
-    for fmt, name in (("splat", "scene.splat"), ("ply_compressed", "scene.compressed.ply"), ("ply", "scene_export.ply")):
+    for fmt, name in (
+        ("splat", "scene.splat"),
+        ("ply_compressed", "scene.compressed.ply"),
+        ("ply", "scene_export.ply"),
+    ):
         assert main(["--ply", str(src), "--format", fmt, "--sh-degree", "0"]) == 0
         assert (tmp_path / name).is_file()
     vertex = PlyData.read(str(tmp_path / "scene_export.ply"))["vertex"]
@@ -91,7 +117,9 @@ def test_out_folder_gets_the_default_name(tmp_path, params):
 
 
 def _mesh_ply(path):
-    vertex = np.array([(0.0, 0.0, 0.0), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0)], dtype=[("x", "f4"), ("y", "f4"), ("z", "f4")])
+    vertex = np.array(
+        [(0.0, 0.0, 0.0), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0)], dtype=[("x", "f4"), ("y", "f4"), ("z", "f4")]
+    )
     face = np.array([([0, 1, 2],)], dtype=[("vertex_indices", "i4", (3,))])
     PlyData([PlyElement.describe(vertex, "vertex"), PlyElement.describe(face, "face")]).write(str(path))
     return path
@@ -106,18 +134,36 @@ def _bad_cases(tmp_path, params):
     notes = tmp_path / "notes.txt"
     notes.write_text("not a ply")
     return [
-        (["--ply", str(src), "--format", "gltf"], "--format: unknown export format 'gltf' (known: ply, splat, ply_compressed, spz, sog, glb)"),
-        (["--ply", str(_mesh_ply(tmp_path / "mesh.ply")), "--format", "splat"], "mesh.ply: 3D Gaussian PLY lacks properties"),
+        (
+            ["--ply", str(src), "--format", "gltf"],
+            "--format: unknown export format 'gltf' (known: ply, splat, ply_compressed, spz, sog, glb)",
+        ),
+        (
+            ["--ply", str(_mesh_ply(tmp_path / "mesh.ply")), "--format", "splat"],
+            "mesh.ply: 3D Gaussian PLY lacks properties",
+        ),
         (["--ply", str(notes), "--format", "splat"], "notes.txt: cannot read as PLY"),
         (["--ply", str(tmp_path / "missing.ply"), "--format", "splat"], "--ply: file not found"),
-        (["--ply", str(src), "--format", "splat", "--out", str(tmp_path / "taken.splat")], "taken.splat: file exists; pass --overwrite"),
+        (
+            ["--ply", str(src), "--format", "splat", "--out", str(tmp_path / "taken.splat")],
+            "taken.splat: file exists; pass --overwrite",
+        ),
         (["--ply", str(src), "--format", "ply", "--out", str(src), "--overwrite"], "is the input PLY"),
-        (["--ply", str(src), "--format", "splat", "--box", "10", "10", "10", "11", "11", "11"], "no Gaussians left to export out of 300"),
+        (
+            ["--ply", str(src), "--format", "splat", "--box", "10", "10", "10", "11", "11", "11"],
+            "no Gaussians left to export out of 300",
+        ),
         (["--ply", str(src), "--format", "splat", "--min-opacity", "2"], "--min-opacity: must be in [0, 1]"),
         (["--exp-dir", str(tmp_path / "nowhere"), "--format", "splat"], "no config.yaml"),
         (["--exp-dir", str(tmp_path / "no_ckpt"), "--format", "splat"], "no checkpoint in"),
-        (["--exp-dir", str(exp), "--checkpoint", str(tmp_path / "gone.pth"), "--format", "splat"], "--checkpoint: file not found"),
-        (["--ply", str(src), "--checkpoint", str(tmp_path / "gone.pth"), "--format", "splat"], "--checkpoint goes with --exp-dir"),
+        (
+            ["--exp-dir", str(exp), "--checkpoint", str(tmp_path / "gone.pth"), "--format", "splat"],
+            "--checkpoint: file not found",
+        ),
+        (
+            ["--ply", str(src), "--checkpoint", str(tmp_path / "gone.pth"), "--format", "splat"],
+            "--checkpoint goes with --exp-dir",
+        ),
         (["--ply", str(src)], "the following arguments are required: --format"),
     ]
 
@@ -140,7 +186,12 @@ def test_checkpoint_without_gaussians(tmp_path, capsys):
     exp = tmp_path / "exp"
     (exp / CHECKPOINT_DIR).mkdir(parents=True)
     (exp / "config.yaml").write_text("{}")
-    ckpt = {"format": FORMAT_VERSION, "step": 1, "model": {"weight": torch.zeros(2)}, "config": {"model": {"type": "MyNet"}}}
+    ckpt = {
+        "format": FORMAT_VERSION,
+        "step": 1,
+        "model": {"weight": torch.zeros(2)},
+        "config": {"model": {"type": "MyNet"}},
+    }
     save_checkpoint_file(ckpt, exp / CHECKPOINT_DIR / "step_000001.pth")
     assert main(["--exp-dir", str(exp), "--format", "ply"]) == 2
     assert "model MyNet has no Gaussian parameter(s) means" in capsys.readouterr().err

@@ -59,7 +59,9 @@ def test_filters_compose_in_order(tmp_path, params):
     a = alpha >= 0.2
     b = a & np.all((m >= -2) & (m <= 2), axis=1)
     c = b & (np.linalg.norm(m.astype(np.float64), axis=1) <= 2.5)
-    report, means = _export_splat(tmp_path, params, Selection(min_opacity=0.2, box=(-2, -2, -2, 2, 2, 2), sphere=(0, 0, 0, 2.5)))
+    report, means = _export_splat(
+        tmp_path, params, Selection(min_opacity=0.2, box=(-2, -2, -2, 2, 2, 2), sphere=(0, 0, 0, 2.5))
+    )
     assert _rows(means) == _rows(m[c])
     assert [n for _, n in report.removed] == [0, int((~a).sum()), int((a & ~b).sum()), int((b & ~c).sum())]
 

@@ -78,7 +78,12 @@ def _expected_header_ok(elements, n, sh_columns):
     assert names == (["chunk", "vertex", "sh"] if sh_columns else ["chunk", "vertex"])
     chunk, vertex = elements[0], elements[1]
     assert chunk[1] == -(-n // 256) and all(t == "<f4" for _, t in chunk[2]) and len(chunk[2]) == 18
-    assert vertex[1] == n and [p for p, _ in vertex[2]] == ["packed_position", "packed_rotation", "packed_scale", "packed_color"]
+    assert vertex[1] == n and [p for p, _ in vertex[2]] == [
+        "packed_position",
+        "packed_rotation",
+        "packed_scale",
+        "packed_color",
+    ]
     assert all(t == "<u4" for _, t in vertex[2])
     if sh_columns:
         assert elements[2][1] == n and [p for p, _ in elements[2][2]] == [f"f_rest_{i}" for i in range(sh_columns)]
@@ -219,7 +224,10 @@ def test_project_decoders_agree_with_the_test_readers(tmp_path):
     np.testing.assert_array_equal(mine["means"].numpy(), ref["means"])
     np.testing.assert_allclose(mine["scales"].exp().numpy(), ref["scales"], rtol=1e-6)
     np.testing.assert_allclose(mine["quats"].numpy(), ref["quats"], atol=1e-7)
-    rgba = np.concatenate([0.5 + SH_C0 * mine["sh0"][:, 0].double().numpy(), torch.sigmoid(mine["opacities"].double()).numpy()[:, None]], 1)
+    rgba = np.concatenate(
+        [0.5 + SH_C0 * mine["sh0"][:, 0].double().numpy(), torch.sigmoid(mine["opacities"].double()).numpy()[:, None]],
+        1,
+    )
     np.testing.assert_allclose(rgba, ref["rgba_u8"] / 255, atol=1e-6)
     assert mine["shN"].shape == (700, 0, 3)
 
@@ -227,4 +235,6 @@ def test_project_decoders_agree_with_the_test_readers(tmp_path):
     for key in ("means", "scales", "quats", "shN"):
         np.testing.assert_allclose(mine[key].numpy(), ref[key], atol=1e-6, err_msg=key)
     np.testing.assert_allclose(0.5 + SH_C0 * mine["sh0"][:, 0].double().numpy(), ref["colours"], atol=1e-6)
-    np.testing.assert_allclose(torch.sigmoid(mine["opacities"].double()).numpy(), np.clip(ref["alpha"], 1e-6, 1 - 1e-6), atol=1e-6)
+    np.testing.assert_allclose(
+        torch.sigmoid(mine["opacities"].double()).numpy(), np.clip(ref["alpha"], 1e-6, 1 - 1e-6), atol=1e-6
+    )

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from pointrix_lite.export.hook import PlyExportHook
 from pointrix_lite.errors import ConfigError
+from pointrix_lite.export.hook import PlyExportHook
 from pointrix_lite.io.ply import load_ply
 from pointrix_lite.model.gaussian_model import GaussianModel
 
-from .readers import LUF, match_rows, read_compressed_ply, read_glb, read_sog, read_spz, read_splat
+from .readers import LUF, match_rows, read_compressed_ply, read_glb, read_sog, read_splat, read_spz
 
 
 class _Trainer:
@@ -45,10 +45,18 @@ def test_all_formats_at_the_end_and_in_snapshots(tmp_path):
     hook.after_train_iter(batch_idx=0, batch=[])
     hook.after_train()
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "point_cloud.compressed.ply", "point_cloud.ply", "point_cloud.splat",
-        "point_cloud_step_000010.compressed.ply", "point_cloud_step_000010.ply", "point_cloud_step_000010.splat",
+        "point_cloud.compressed.ply",
+        "point_cloud.ply",
+        "point_cloud.splat",
+        "point_cloud_step_000010.compressed.ply",
+        "point_cloud_step_000010.ply",
+        "point_cloud_step_000010.splat",
     ]
-    assert hook.paths == [tmp_path / "point_cloud.ply", tmp_path / "point_cloud.splat", tmp_path / "point_cloud.compressed.ply"]
+    assert hook.paths == [
+        tmp_path / "point_cloud.ply",
+        tmp_path / "point_cloud.splat",
+        tmp_path / "point_cloud.compressed.ply",
+    ]
     means = model.params["means"].detach().numpy()
     assert torch.equal(load_ply(tmp_path / "point_cloud.ply")["means"], model.params["means"].detach())
     splat = read_splat(tmp_path / "point_cloud.splat")["means"]
@@ -89,7 +97,9 @@ def test_only_web_formats_and_an_empty_model(tmp_path):
     assert "no Gaussians left to export" in trainer.printed[0]
 
 
-@pytest.mark.parametrize("formats, message", [(["ply", "obj"], "unknown export format 'obj'"), ([], "at least one format")])
+@pytest.mark.parametrize(
+    "formats, message", [(["ply", "obj"], "unknown export format 'obj'"), ([], "at least one format")]
+)
 def test_bad_formats_are_config_errors(formats, message):
     with pytest.raises(ConfigError, match=f"hooks.PlyExportHook.formats: .*{message}"):
         PlyExportHook(PlyExportHook.Config(formats=formats))

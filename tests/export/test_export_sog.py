@@ -142,7 +142,9 @@ def test_project_decoder_agrees_with_the_test_reader(tmp_path):
     np.testing.assert_allclose(mine["means"].numpy(), ref["means"], rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(mine["quats"].numpy(), ref["quats"], atol=1e-6)
     np.testing.assert_array_equal(mine["scales"].numpy(), ref["scales"])
-    np.testing.assert_allclose(torch.sigmoid(mine["opacities"].double()).numpy(), np.clip(ref["alpha"], 1e-6, 1 - 1e-6), atol=1e-6)
+    np.testing.assert_allclose(
+        torch.sigmoid(mine["opacities"].double()).numpy(), np.clip(ref["alpha"], 1e-6, 1 - 1e-6), atol=1e-6
+    )
     np.testing.assert_allclose(mine["sh0"][:, 0].numpy(), ref["f_dc"], atol=1e-5)
     np.testing.assert_array_equal(mine["shN"].numpy(), ref["shN"])
 
@@ -159,7 +161,11 @@ def test_project_decoder_names_the_file_on_bad_input(tmp_path):
         z.writestr("meta.json", json.dumps({"means": {}}))  # version 1 has no version key
     with zipfile.ZipFile(tmp_path / "short.sog", "w") as z:
         z.writestr("meta.json", json.dumps({"version": 2, "count": 10, "means": {"mins": [0] * 3, "maxs": [1] * 3}}))
-    cases = (("plain.sog", "not a SOG file"), ("v1.sog", "SOG meta.json version 1; readable: version 2"), ("short.sog", "cannot read means_l.webp"))
+    cases = (
+        ("plain.sog", "not a SOG file"),
+        ("v1.sog", "SOG meta.json version 1; readable: version 2"),
+        ("short.sog", "cannot read means_l.webp"),
+    )
     for name, message in cases:
         with pytest.raises(DataError, match=f"{name}: {message}"):
             decode_sog(tmp_path / name)

@@ -26,10 +26,10 @@ import numpy as np
 import pytest
 import torch
 
-from pointrix_lite.export import export_gaussians, get_format
-from pointrix_lite.export.formats import spz_format
 from pointrix_lite.cli.export import main
+from pointrix_lite.export import export_gaussians, get_format
 from pointrix_lite.export.filters import Selection
+from pointrix_lite.export.formats import spz_format
 from pointrix_lite.io.ply import save_ply
 
 from .readers import LUF, RDF, RUB, SH_C0, read_glb, read_spz, rotation_matrices, separable_params, sh_flip_factors
@@ -47,7 +47,12 @@ def _expected(params, signs):
     p = {k: v.double().numpy() for k, v in params.items()}
     s = np.diag(signs)
     k = p["shN"].shape[1]
-    return p, p["means"] * signs, s @ rotation_matrices(p["quats"]) @ s, p["shN"] * sh_flip_factors(tuple(signs))[:k, None]
+    return (
+        p,
+        p["means"] * signs,
+        s @ rotation_matrices(p["quats"]) @ s,
+        p["shN"] * sh_flip_factors(tuple(signs))[:k, None],
+    )
 
 
 def _rotation_angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -112,7 +117,10 @@ def test_spz_refuses_centres_beyond_24_bits_naming_count_and_extent(tmp_path):
 
     params = separable_params(10, sh_degree=0, seed=4)
     params["means"][3, 2] = -9.0e6  # beyond 2^23 even with no fractional bit
-    with pytest.raises(DataError, match=r"^spz: 1 Gaussian centre\(s\) lie beyond \+-8388608 scene units \(largest \|coordinate\| 9e\+06\)"):
+    with pytest.raises(
+        DataError,
+        match=r"^spz: 1 Gaussian centre\(s\) lie beyond \+-8388608 scene units \(largest \|coordinate\| 9e\+06\)",
+    ):
         export_gaussians(params, get_format("spz"), tmp_path / "far.spz")
     assert not (tmp_path / "far.spz").exists()  # nothing half-written
 
@@ -127,8 +135,16 @@ def test_glb_decodes_to_the_model(tmp_path, sh_degree):
     prim = gltf["meshes"][0]["primitives"][0]
     assert gltf["asset"]["version"] == "2.0" and gltf["extensionsUsed"] == [KHR] and "extensionsRequired" not in gltf
     assert prim["mode"] == 0 and prim["extensions"][KHR] == {"kernel": "ellipse", "colorSpace": "srgb_rec709_display"}
-    sh_names = [f"{KHR}:SH_DEGREE_{l}_COEF_{n}" for l in range(1, sh_degree + 1) for n in range(2 * l + 1)]
-    assert list(a) == ["POSITION", "COLOR_0", f"{KHR}:SCALE", f"{KHR}:ROTATION", f"{KHR}:OPACITY", f"{KHR}:SH_DEGREE_0_COEF_0", *sh_names]
+    sh_names = [f"{KHR}:SH_DEGREE_{deg}_COEF_{n}" for deg in range(1, sh_degree + 1) for n in range(2 * deg + 1)]
+    assert list(a) == [
+        "POSITION",
+        "COLOR_0",
+        f"{KHR}:SCALE",
+        f"{KHR}:ROTATION",
+        f"{KHR}:OPACITY",
+        f"{KHR}:SH_DEGREE_0_COEF_0",
+        *sh_names,
+    ]
     assert report.num_out == len(a["POSITION"]) == 500 and report.sh_degree == sh_degree
     pos_acc = gltf["accessors"][prim["attributes"]["POSITION"]]
     assert pos_acc["min"] == a["POSITION"].min(0).tolist() and pos_acc["max"] == a["POSITION"].max(0).tolist()
@@ -206,7 +222,6 @@ def test_errors_md_lists_the_spz_frame_messages():
     assert documented == [message for _, message in SPZ_FRAME_ERRORS]
 
 
-
 def test_project_decoders_agree_with_the_test_readers(tmp_path):
     """pointrix_lite.export.decode_spz_glb (the export benchmark's readers, back in RDF) against readers.py."""
     from pointrix_lite.export.decode_spz_glb import read_glb as decode_glb
@@ -223,9 +238,14 @@ def test_project_decoders_agree_with_the_test_readers(tmp_path):
     mine, ref = decode_spz(tmp_path / "rub.spz", frame="rub"), read_spz(tmp_path / "rub.spz")
     np.testing.assert_allclose(mine["means"].numpy(), ref["means"] * RUB, atol=1e-6)
     np.testing.assert_allclose(mine["scales"].numpy(), ref["scales"], atol=1e-6)
-    np.testing.assert_allclose(rotation_matrices(mine["quats"].double().numpy()),
-                               np.diag(RUB) @ rotation_matrices(ref["quats"][:, [3, 0, 1, 2]]) @ np.diag(RUB), atol=1e-6)
-    np.testing.assert_allclose(torch.sigmoid(mine["opacities"].double()).numpy(), np.clip(ref["alpha"], 1e-6, 1 - 1e-6), atol=1e-6)
+    np.testing.assert_allclose(
+        rotation_matrices(mine["quats"].double().numpy()),
+        np.diag(RUB) @ rotation_matrices(ref["quats"][:, [3, 0, 1, 2]]) @ np.diag(RUB),
+        atol=1e-6,
+    )
+    np.testing.assert_allclose(
+        torch.sigmoid(mine["opacities"].double()).numpy(), np.clip(ref["alpha"], 1e-6, 1 - 1e-6), atol=1e-6
+    )
     np.testing.assert_allclose(mine["sh0"][:, 0].numpy(), ref["f_dc"], atol=1e-5)
     np.testing.assert_allclose(mine["shN"].numpy(), ref["shN"] * sh_flip_factors(tuple(RUB))[:, None], atol=1e-6)
     mine = decode_glb(tmp_path / "m.glb")
@@ -247,7 +267,11 @@ def test_project_decoders_name_the_file_on_bad_input(tmp_path):
     (tmp_path / "v4.spz").write_bytes(gzip.compress(struct.pack("<IIIBBBB", 0x5053474E, 4, 1, 0, 12, 0, 0)))
     (tmp_path / "short.spz").write_bytes(gzip.compress(struct.pack("<IIIBBBB", 0x5053474E, 3, 10, 0, 12, 0, 0)))
     (tmp_path / "m.glb").write_bytes(b"PK\x03\x04" + bytes(40))
-    for name, message in (("plain.spz", "not a gzip SPZ file"), ("v4.spz", "version 4; readable"), ("short.spz", "needed for 10 Gaussians")):
+    for name, message in (
+        ("plain.spz", "not a gzip SPZ file"),
+        ("v4.spz", "version 4; readable"),
+        ("short.spz", "needed for 10 Gaussians"),
+    ):
         with pytest.raises(DataError, match=f"{name}: .*{message}"):
             decode_spz(tmp_path / name)
     with pytest.raises(DataError, match="m.glb: not a glTF binary"):

@@ -86,7 +86,9 @@ def _assert_same_gaussians(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor
     for key in ("means", "scales", "sh0", "shN"):
         torch.testing.assert_close(a[key], b[key], atol=1e-5, rtol=1e-5, msg=key)
     torch.testing.assert_close(torch.sigmoid(a["opacities"]), torch.sigmoid(b["opacities"]), atol=1e-6, rtol=0)
-    signs = torch.where((_unit(a["quats"]) * _unit(b["quats"])).sum(1) < 0, -1.0, 1.0)[:, None]  # q and -q: one rotation
+    signs = torch.where((_unit(a["quats"]) * _unit(b["quats"])).sum(1) < 0, -1.0, 1.0)[
+        :, None
+    ]  # q and -q: one rotation
     torch.testing.assert_close(_unit(a["quats"]) * signs, _unit(b["quats"]), atol=1e-5, rtol=0)
 
 
@@ -162,9 +164,18 @@ def _render(params: dict[str, torch.Tensor]) -> torch.Tensor:
     viewmats, ks = _cameras()
     colours = torch.cat([params["sh0"], params["shN"]], 1).float()
     rgb, _, _ = rasterization(
-        params["means"].float(), params["quats"].float(), params["scales"].float().exp(), torch.sigmoid(params["opacities"].float()),
-        colours, viewmats, ks, SIZE, SIZE, sh_degree=math.isqrt(colours.shape[1]) - 1, backend="torch",
-    )  # fmt: skip
+        params["means"].float(),
+        params["quats"].float(),
+        params["scales"].float().exp(),
+        torch.sigmoid(params["opacities"].float()),
+        colours,
+        viewmats,
+        ks,
+        SIZE,
+        SIZE,
+        sh_degree=math.isqrt(colours.shape[1]) - 1,
+        backend="torch",
+    )
     return rgb.clamp(0, 1)
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from pointrix_lite.export.hook import PlyExportHook
 from pointrix_lite.errors import ConfigError
+from pointrix_lite.export.hook import PlyExportHook
 from pointrix_lite.io.ply import load_ply
 from pointrix_lite.model.gaussian_model import GaussianModel
 

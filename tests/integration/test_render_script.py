@@ -30,7 +30,10 @@ def test_exp_dir_rerender_reproduces_training_metrics(trained_run, tmp_path, cap
     assert render_main(["--exp-dir", str(trained_run.exp_dir), "--out", str(out)]) == 0
     again = json.loads((out / "metrics.json").read_text())
     _same_metrics(trained_run.metrics, again, 1e-6)
-    assert again["steps"] == trained_run.metrics["steps"] and again["num_gaussians"] == trained_run.metrics["num_gaussians"]
+    assert (
+        again["steps"] == trained_run.metrics["steps"]
+        and again["num_gaussians"] == trained_run.metrics["num_gaussians"]
+    )
     for kind in ("render", "gt"):
         for png in (trained_run.exp_dir / "renders" / "test" / kind).glob("*.png"):
             assert np.array_equal(imageio.imread(png), imageio.imread(out / "renders" / "test" / kind / png.name))
@@ -89,8 +92,18 @@ def test_orbit_trajectory_writes_frames_and_video(trained_run, tmp_path):
 
 def test_orbit_gif(trained_run, tmp_path):
     out = tmp_path / "gif"
-    args = ["--exp-dir", str(trained_run.exp_dir), "--out", str(out), "--trajectory", "orbit", "--frames", "3",
-            "--video", "gif"]  # fmt: skip
+    args = [
+        "--exp-dir",
+        str(trained_run.exp_dir),
+        "--out",
+        str(out),
+        "--trajectory",
+        "orbit",
+        "--frames",
+        "3",
+        "--video",
+        "gif",
+    ]
     assert render_main(args) == 0
     frames = imageio.mimread(out / "trajectory" / "orbit.gif")
     assert len(frames) == 3
@@ -99,9 +112,13 @@ def test_orbit_gif(trained_run, tmp_path):
 def test_mp4_without_imageio_ffmpeg_is_one_line_before_any_frame(trained_run, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # import raises ImportError, as when not installed
     out = tmp_path / "orbit"
-    code = render_main(["--exp-dir", str(trained_run.exp_dir), "--out", str(out), "--trajectory", "orbit", "--frames", "2"])
+    code = render_main(
+        ["--exp-dir", str(trained_run.exp_dir), "--out", str(out), "--trajectory", "orbit", "--frames", "2"]
+    )
     err = capsys.readouterr().err.strip()
-    assert code == 2 and err.startswith("error: --video mp4") and "pip install imageio-ffmpeg" in err and "\n" not in err
+    assert (
+        code == 2 and err.startswith("error: --video mp4") and "pip install imageio-ffmpeg" in err and "\n" not in err
+    )
     assert not (out / "trajectory").exists()
 
 
@@ -118,7 +135,10 @@ def test_mp4_without_imageio_ffmpeg_is_one_line_before_any_frame(trained_run, tm
         (["--exp-dir", "{exp}", "--data", str(DEMO_DATA)], "go with --ply"),
         (["--trajectory", "orbit"], "one of the arguments --exp-dir --ply is required"),
         (["--ply", "{ply}", "--data", str(DEMO_DATA), "--scale", "0"], "--scale: must be positive, got 0"),
-        (["--ply", "{ply}", "--data", str(DEMO_DATA), "--scale", "half"], "--scale: expected a number or auto, got 'half'"),
+        (
+            ["--ply", "{ply}", "--data", str(DEMO_DATA), "--scale", "half"],
+            "--scale: expected a number or auto, got 'half'",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2(trained_run, tmp_path, capsys, args, message):
@@ -141,7 +161,13 @@ def test_bad_input_is_one_line_exit_2(trained_run, tmp_path, capsys, args, messa
 def test_script_wrapper_runs_as_a_program(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "render.py"), "--exp-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1] == f"error: --exp-dir {tmp_path}: no config.yaml (not an experiment folder written by train.py)"
+    assert (
+        proc.stderr.strip().splitlines()[-1]
+        == f"error: --exp-dir {tmp_path}: no config.yaml (not an experiment folder written by train.py)"
+    )

@@ -126,8 +126,16 @@ def test_config_yaml_keeps_the_factor_auto_chose(tmp_path):
 
     exp = tmp_path / "exp"
     with redirect_stdout(io.StringIO()):
-        code = train_main(["--config", str(REPO / "configs" / "demo.yaml"), *demo_overrides(exp),
-                           "dataset.scale=auto", "trainer.max_steps=2", "save_ckpt_after_iter=0"])  # fmt: skip
+        code = train_main(
+            [
+                "--config",
+                str(REPO / "configs" / "demo.yaml"),
+                *demo_overrides(exp),
+                "dataset.scale=auto",
+                "trainer.max_steps=2",
+                "save_ckpt_after_iter=0",
+            ]
+        )
     assert code == 0
     saved = yaml.safe_load((exp / "config.yaml").read_text())["dataset"]["scale"]
     assert saved == 1.0  # the demo's 160x160 fits the CPU's budget

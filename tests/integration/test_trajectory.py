@@ -38,7 +38,12 @@ def test_orbit_looks_at_the_centre_from_a_circle(cameras):
     centre = scene_centre(cameras)
     assert len(orbit) == n and [c.name for c in orbit] == [f"orbit_{k:04d}" for k in range(n)]
     for cam in orbit:
-        assert (cam.width, cam.height, cam.fx, cam.cx) == (cameras[0].width, cameras[0].height, cameras[0].fx, cameras[0].cx)
+        assert (cam.width, cam.height, cam.fx, cam.cx) == (
+            cameras[0].width,
+            cameras[0].height,
+            cameras[0].fx,
+            cameras[0].cx,
+        )
         R = cam.viewmat[:3, :3].double()
         assert torch.allclose(R @ R.T, torch.eye(3, dtype=torch.float64), atol=1e-5) and torch.det(R) > 0
         # The centre projects onto the principal point: the camera looks straight at it.

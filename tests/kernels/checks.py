@@ -37,8 +37,12 @@ def check_ssim(device: str) -> dict[str, float]:
     from pointrix_lite.metrics.ssim import as_float_image, gaussian_window_1d, ssim
 
     worst = {"ssim": 0.0, "l1": 0.0, "grad_rel": 0.0}
-    cases = [((2, 23, 37, 3), True, "plain"), ((1, 40, 9, 3), False, "sliced"), ((1, 7, 50, 3), True, "planes"),
-             ((3, 12, 12, 1), False, "plain")]  # fmt: skip
+    cases = [
+        ((2, 23, 37, 3), True, "plain"),
+        ((1, 40, 9, 3), False, "sliced"),
+        ((1, 7, 50, 3), True, "planes"),
+        ((3, 12, 12, 1), False, "plain"),
+    ]
     for i, (shape, u8, layout) in enumerate(cases):
         x, y = _images(device, shape, u8, i, layout)
         taps = gaussian_window_1d(11, 1.5)
@@ -98,7 +102,9 @@ def check_ssim_masked(device: str) -> dict[str, float]:
         x.grad = None
         full = torch.ones(shape[:3], dtype=torch.bool, device=device)
         masked_full, plain = ssim_l1(x, y, taps, 0.01**2, 0.03**2, mask=full), ssim_l1(x, y, taps, 0.01**2, 0.03**2)
-        worst["full_vs_plain"] = max(worst["full_vs_plain"], *(abs(float(a) - float(b)) for a, b in zip(masked_full, plain)))
+        worst["full_vs_plain"] = max(
+            worst["full_vs_plain"], *(abs(float(a) - float(b)) for a, b in zip(masked_full, plain))
+        )
     x, y = _images(device, (1, 12, 14, 3), True, 30, "plain")
     s, l1 = ssim_l1(x, y, taps, 0.01**2, 0.03**2, mask=torch.zeros(1, 12, 14, dtype=torch.bool, device=device))
     (0.8 * l1 + 0.2 * (1.0 - s)).backward()
@@ -138,8 +144,12 @@ def check_noise(device: str) -> dict[str, float]:
     return {"abs": float((out.cpu() - ref).abs().max()), "moved": moved}
 
 
-CHECKS = {"ssim": check_ssim, "ssim_without_grad": check_ssim_without_grad, "ssim_masked": check_ssim_masked,
-          "noise": check_noise}
+CHECKS = {
+    "ssim": check_ssim,
+    "ssim_without_grad": check_ssim_without_grad,
+    "ssim_masked": check_ssim_masked,
+    "noise": check_noise,
+}
 
 if __name__ == "__main__":
     device = sys.argv[1] if len(sys.argv) > 1 else "cpu"

@@ -26,8 +26,12 @@ def interpreted() -> dict[str, dict[str, float]]:
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": path}
     out = subprocess.run(
         [sys.executable, str(REPO / "tests" / "kernels" / "checks.py"), "cpu"],
-        env=env, cwd=REPO, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 from torch import nn
-
-import pytest
 
 from pointrix_lite.model.optimizer import build_adam
 from pointrix_lite.strategy import ops
@@ -60,7 +59,7 @@ def test_adam_is_fused_and_matches_default_adam_over_steps_and_densification(dev
             optimizer.step()
         if step == 5:  # densify both alike: duplicate, split (same random draws), prune
             for params, optimizer in ((ours, opt), (ref, ref_opt)):
-                rows = lambda: torch.arange(params["means"].shape[0], device=device)  # noqa: E731
+                rows = lambda p=params: torch.arange(p["means"].shape[0], device=device)  # noqa: E731
                 ops.duplicate(params, optimizer, None, rows() % 7 == 0)
                 torch.manual_seed(3)
                 ops.split(params, optimizer, None, rows() % 5 == 1)

@@ -21,7 +21,11 @@ def _trilinear_reference(rgb: np.ndarray, cells: np.ndarray) -> np.ndarray:
     out = np.zeros_like(rgb)
     for i in range(H):
         for j in range(W):
-            pos = [np.clip(rgb[i, j] @ np.array(LUMA), 0, 1) * (L - 1), (i + 0.5) / H * (GH - 1), (j + 0.5) / W * (GW - 1)]
+            pos = [
+                np.clip(rgb[i, j] @ np.array(LUMA), 0, 1) * (L - 1),
+                (i + 0.5) / H * (GH - 1),
+                (j + 0.5) / W * (GW - 1),
+            ]
             lo = [min(int(np.floor(p)), n - 2) for p, n in zip(pos, (L, GH, GW))]
             t = [p - k for p, k in zip(pos, lo)]
             value = np.zeros(12)
@@ -98,8 +102,9 @@ def _grid_sample_3d(rgb: torch.Tensor, d: torch.Tensor, grid: tuple[int, int, in
     y = (torch.arange(H, dtype=rgb.dtype) + 0.5) / H * 2 - 1
     luma = (rgb @ torch.tensor(LUMA, dtype=rgb.dtype)).clamp(0.0, 1.0) * 2 - 1
     coords = torch.stack([x.expand(C, H, W), y[:, None].expand(C, H, W), luma], dim=-1)
-    A = torch.nn.functional.grid_sample(cells, coords[:, None], mode="bilinear", padding_mode="border",
-                                        align_corners=True).view(C, 3, 4, H, W)  # fmt: skip
+    A = torch.nn.functional.grid_sample(
+        cells, coords[:, None], mode="bilinear", padding_mode="border", align_corners=True
+    ).view(C, 3, 4, H, W)
     return ((A[:, :, :3] * rgb.permute(0, 3, 1, 2)[:, None]).sum(dim=2) + A[:, :, 3]).permute(0, 2, 3, 1)
 
 

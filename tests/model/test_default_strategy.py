@@ -84,7 +84,9 @@ def test_clone_split_prune_at_a_refinement_step() -> None:
     assert model.num_gaussians == 5 + 1 + 1 - 1
     torch.testing.assert_close(means[:3], before["means"][[0, 2, 4]])
     torch.testing.assert_close(means[3], before["means"][0])
-    torch.testing.assert_close(model.params["scales"][4:].detach(), (torch.tensor([0.05, 0.02, 0.01]) / 1.6).log().expand(2, 3))
+    torch.testing.assert_close(
+        model.params["scales"][4:].detach(), (torch.tensor([0.05, 0.02, 0.01]) / 1.6).log().expand(2, 3)
+    )
     assert not torch.equal(means[4], before["means"][1]) and not torch.equal(means[4], means[5])
     assert ((means[4:] - before["means"][1]).abs() < 0.05 * 5).all()
     adam_rows_match(model, opt)

@@ -13,9 +13,9 @@ from pointrix_lite.registry import STRATEGIES
 from pointrix_lite.renderer.rasterization import rasterization
 from pointrix_lite.renderer.renderer import GaussianRenderer
 from pointrix_lite.strategy.error_scores import ERROR_KEYS, accumulate_error_scores, normalised, pixel_errors
-
 from tests.renderer.cuda_required import CUDA_ONLY
 from tests.renderer.native_required import require_native
+
 from .helpers import adam_rows_match, make_model, take_adam_step
 
 W, H = 24, 18
@@ -62,10 +62,18 @@ def test_blend_weights_equal_one_hot_renders(backend: str) -> None:
         colors = torch.zeros(n, 1)
         colors[i] = 1.0
         image, _, _ = rasterization(
-            p["means"].detach(), p["quats"].detach(), p["scales"].detach(), p["opacities"].detach(), colors,
-            torch.as_tensor(cam.viewmat)[None].float(), torch.as_tensor(cam.K)[None].float(), W, H,
-            backgrounds=torch.zeros(1, 1), backend="torch",
-        )  # fmt: skip
+            p["means"].detach(),
+            p["quats"].detach(),
+            p["scales"].detach(),
+            p["opacities"].detach(),
+            colors,
+            torch.as_tensor(cam.viewmat)[None].float(),
+            torch.as_tensor(cam.K)[None].float(),
+            W,
+            H,
+            backgrounds=torch.zeros(1, 1),
+            backend="torch",
+        )
         expected[i] = (image[0] * weights[0]).sum(dim=(0, 1))
     assert (expected[:, 0] > 0).sum() >= n - 2  # the scene really overlaps the image
     # gsplat's kernels are built with fast math (__expf): test_native's forward tolerance there.

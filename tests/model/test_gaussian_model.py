@@ -43,7 +43,9 @@ def test_oriented_init_comes_from_the_point_cloud() -> None:
 
     ds = make_dataset(60)
     model = MODELS.build({"type": "GaussianModel", "init_oriented": True}, "model", dataset=ds)
-    torch.testing.assert_close(model.params["quats"].detach(), torch.from_numpy(local_frames(ds.point_cloud.xyz)).float())
+    torch.testing.assert_close(
+        model.params["quats"].detach(), torch.from_numpy(local_frames(ds.point_cloud.xyz)).float()
+    )
     assert not torch.equal(model.params["quats"].detach(), make_model(60).params["quats"].detach())
     with pytest.raises(ConfigError, match="model.init_oriented"):
         MODELS.build({"type": "GaussianModel", "init_oriented": True, "init_random_quats": True}, "model", dataset=ds)
@@ -148,7 +150,9 @@ def test_loss_of_downscaled_views_reads_their_float_block_means() -> None:
     # and mixed with a full-size view's uint8 photo in one batch of equal sizes
     mixed = [make_view((gt[0] * 255).round().to(torch.uint8), 0), views[1]]
     gt_mixed = torch.stack([v.float_image() for v in mixed])
-    assert float(model.get_loss_dict({"rgb": rgb}, mixed)["l1"]) == pytest.approx(float((rgb - gt_mixed).abs().mean()), rel=1e-6)
+    assert float(model.get_loss_dict({"rgb": rgb}, mixed)["l1"]) == pytest.approx(
+        float((rgb - gt_mixed).abs().mean()), rel=1e-6
+    )
 
 
 def test_metric_dict_psnr_ssim() -> None:
@@ -200,7 +204,9 @@ def test_optimizer_checkpoint_round_trip_with_different_n() -> None:
     dst_opt.load_state_dict(opt_state)
     adam_rows_match(dst, dst_opt)
     for name in ("means", "shN"):
-        torch.testing.assert_close(dst_opt.state[dst.params[name]]["exp_avg"], src_opt.state[src.params[name]]["exp_avg"])
+        torch.testing.assert_close(
+            dst_opt.state[dst.params[name]]["exp_avg"], src_opt.state[src.params[name]]["exp_avg"]
+        )
 
 
 def test_to_device_moves_parameters() -> None:

@@ -185,7 +185,9 @@ def test_a_server_that_never_answers_times_out_quickly(hub, weights, monkeypatch
     silent.bind(("127.0.0.1", 0))
     silent.listen(1)  # accepts the connection (the kernel does) but never sends a byte
     monkeypatch.setattr(backbone_download, "TIMEOUT_S", 0.5)
-    monkeypatch.setattr(backbone_download, "backbone_url", lambda net: f"http://127.0.0.1:{silent.getsockname()[1]}/{name}")
+    monkeypatch.setattr(
+        backbone_download, "backbone_url", lambda net: f"http://127.0.0.1:{silent.getsockname()[1]}/{name}"
+    )
     start = time.perf_counter()
     try:
         metric = LPIPS("alex", announce=lambda line: None)

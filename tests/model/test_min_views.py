@@ -23,7 +23,9 @@ def ring(n: int = 12, radius: float = 3.0, width: int = 40, height: int = 30) ->
         eye = (radius * np.cos(a), radius * np.sin(a), 1.0)
         fx = width / 2 / np.tan(np.radians(30))
         viewmat = torch.from_numpy(look_at(eye, (0.0, 0.0, 0.0))).float()
-        cams.append(Camera(fx=fx, fy=fx, cx=width / 2 + 0.3, cy=height / 2 - 0.2, width=width, height=height, viewmat=viewmat))
+        cams.append(
+            Camera(fx=fx, fy=fx, cx=width / 2 + 0.3, cy=height / 2 - 0.2, width=width, height=height, viewmat=viewmat)
+        )
     return cams
 
 

@@ -95,8 +95,17 @@ def test_rerender_is_identical(tmp_path) -> None:
         with torch.no_grad():
             rp = m.render_params()
             rgb, alpha, _ = rasterization(
-                rp["means"], rp["quats"], rp["scales"], rp["opacities"], rp["colors"], viewmats, Ks, 32, 32,
-                sh_degree=rp["sh_degree"], backend="torch",
+                rp["means"],
+                rp["quats"],
+                rp["scales"],
+                rp["opacities"],
+                rp["colors"],
+                viewmats,
+                Ks,
+                32,
+                32,
+                sh_degree=rp["sh_degree"],
+                backend="torch",
             )
         images.append(rgb)
     assert images[0].shape == (1, 32, 32, 3)

@@ -23,8 +23,15 @@ def test_budget_is_never_exceeded_and_adam_rows_follow() -> None:
     opt = model.create_optimizer(200)
     take_adam_step(model, opt)
     # Refine after steps 2, 4, ..., 18; the budget ramps from 20 (step 1) to 48 (step 18).
-    strategy = build(cap_max=cap, refine_start_iter=1, refine_every=2, refine_stop_iter=20, reset_every=10_000,
-                     grow_grad2d=1e-9, prune_opa=0.0)
+    strategy = build(
+        cap_max=cap,
+        refine_start_iter=1,
+        refine_every=2,
+        refine_stop_iter=20,
+        reset_every=10_000,
+        grow_grad2d=1e-9,
+        prune_opa=0.0,
+    )
     g = torch.Generator().manual_seed(1)
     counts = []
     for step in range(0, 24):
@@ -43,8 +50,16 @@ def test_budget_is_never_exceeded_and_adam_rows_follow() -> None:
 def test_budget_grows_the_highest_gradients_first() -> None:
     model = make_model(10)
     opt = model.create_optimizer(100)
-    strategy = build(cap_max=13, refine_start_iter=0, refine_every=1, refine_stop_iter=2, reset_every=10_000,
-                     grow_grad2d=1e-6, grow_scale3d=1e9, prune_opa=0.0)  # every candidate is cloned
+    strategy = build(
+        cap_max=13,
+        refine_start_iter=0,
+        refine_every=1,
+        refine_stop_iter=2,
+        reset_every=10_000,
+        grow_grad2d=1e-6,
+        grow_scale3d=1e9,
+        prune_opa=0.0,
+    )  # every candidate is cloned
     grads = torch.zeros(1, 10, 2)
     scores = torch.tensor([5.0, 1, 9, 3, 7, 2, 8, 4, 6, 0.5]) * 1e-4  # top 3: Gaussians 2, 6, 4
     grads[0, :, 0] = scores

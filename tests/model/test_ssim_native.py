@@ -108,7 +108,9 @@ def test_auto_uses_native_on_cpu_and_torch_when_gt_needs_a_gradient(monkeypatch)
     assert calls == [1]  # torch path: the native backward gives no gradient for img2
     (g_gt,) = torch.autograd.grad(value, gt)
     assert float(g_gt.abs().sum()) > 0
-    assert float(ssim(rgb, gt, padding="same", backend="torch").detach()) == pytest.approx(float(value.detach()), abs=1e-6)
+    assert float(ssim(rgb, gt, padding="same", backend="torch").detach()) == pytest.approx(
+        float(value.detach()), abs=1e-6
+    )
 
 
 @pytest.mark.parametrize("shape", [(1, 40, 33, 3), (2, 9, 13, 1)])
@@ -147,7 +149,6 @@ def test_fused_terms_fall_back_to_torch_when_gt_needs_a_gradient():
     assert float(g_gt.abs().sum()) > 0  # the torch terms: the native kernel has no gradient for gt
 
 
-
 def test_uint8_ground_truth_is_read_as_value_over_255():
     """Views keep photos as uint8; the loss hands them to the kernel as they are (no float copy):
     the same bits as with ``View.float_image``'s ``float() / 255``, value and gradient, natively
@@ -160,7 +161,9 @@ def test_uint8_ground_truth_is_read_as_value_over_255():
     gt = gt8.float() / 255.0
     (s8, l8), (s, l1) = ssim_and_l1(rgb, gt8), ssim_and_l1(rgb, gt)
     assert torch.equal(s8, s) and torch.equal(l8, l1)
-    assert torch.equal(torch.autograd.grad(0.8 * l8 + 0.2 * s8, rgb)[0], torch.autograd.grad(0.8 * l1 + 0.2 * s, rgb)[0])
+    assert torch.equal(
+        torch.autograd.grad(0.8 * l8 + 0.2 * s8, rgb)[0], torch.autograd.grad(0.8 * l1 + 0.2 * s, rgb)[0]
+    )
     t8 = ssim(rgb, gt8, padding="same", backend="torch")
     assert float(t8.detach()) == pytest.approx(float(s.detach()), abs=1e-5)
 

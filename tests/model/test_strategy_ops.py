@@ -27,7 +27,10 @@ def _trained(n: int = 12):
     opt = model.create_optimizer(100)
     take_adam_step(model, opt)
     before = {k: v.detach().clone() for k, v in model.params.items()}
-    moments = {g["name"]: {k: opt.state[g["params"][0]][k].clone() for k in ("exp_avg", "exp_avg_sq")} for g in opt.param_groups}
+    moments = {
+        g["name"]: {k: opt.state[g["params"][0]][k].clone() for k in ("exp_avg", "exp_avg_sq")}
+        for g in opt.param_groups
+    }
     return model, opt, before, moments
 
 

@@ -20,6 +20,10 @@ class KillBlockHook(Hook):
 
     def after_train_iter(self, batch_idx, batch):
         cfg = self.config
-        if self.trainer.exp_dir.name == cfg.block and self.trainer.global_step == cfg.step and not os.path.exists(cfg.once_file):
+        if (
+            self.trainer.exp_dir.name == cfg.block
+            and self.trainer.global_step == cfg.step
+            and not os.path.exists(cfg.once_file)
+        ):
             open(cfg.once_file, "w").close()
             os.kill(os.getpid(), signal.SIGKILL)  # no checkpoint, no cleanup: what a lost node leaves

@@ -25,8 +25,15 @@ def _run(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     """Run a command in its own session; on timeout its whole process group goes (torchrun's workers too)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("WORLD_SIZE", None)
-    proc = subprocess.Popen([sys.executable, *args], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -44,17 +51,22 @@ def _free_port() -> int:
 
 def _config(path: Path, once: Path) -> Path:
     cfg = {
-        "name": "block", "seed": 0, "device": "cpu",
+        "name": "block",
+        "seed": 0,
+        "device": "cpu",
         "trainer": {"max_steps": 20},
         "dataset": {"type": "ColmapDataset", "data_path": "set-by-train_blocks", "max_points": 800},
         "model": {"type": "GaussianModel", "sh_degree": 1, "sh_degree_interval": 10},
         "renderer": {"type": "GaussianRenderer", "backend": "auto"},
         "strategy": {"type": "DefaultStrategy", "refine_start_iter": 5, "refine_every": 5},
-        "hooks": [{"type": "PlyExportHook"}, {"type": "KillBlockHook", "block": "block_000", "step": 15, "once_file": str(once)}],
+        "hooks": [
+            {"type": "PlyExportHook"},
+            {"type": "KillBlockHook", "block": "block_000", "step": 15, "once_file": str(once)},
+        ],
         "writers": [{"type": "JsonlWriter"}],
         "save_ckpt_after_iter": 10,
         "log_show_after_iter": 10,
-    }  # fmt: skip
+    }
     path.write_text(yaml.safe_dump(cfg))
     return path
 
@@ -64,14 +76,26 @@ def test_torchrun_blocks_kill_resume_merge_render(street, tmp_path):
     manifest = split_scene(street, tmp_path / "part", SplitOptions(grid=(3, 1)), say=lambda line: None).path
     config = _config(tmp_path / "block.yaml", tmp_path / "killed_once")
     common = ["--manifest", str(manifest), "--config", str(config), "--plugin", str(PLUGIN), "--threads", "1"]
-    first = _run("-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port",
-                 str(_free_port()), "scripts/train_blocks.py", *common)  # fmt: skip
+    first = _run(
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(_free_port()),
+        "scripts/train_blocks.py",
+        *common,
+    )
     out = first.stdout + first.stderr
     assert first.returncode != 0, out  # a block failed: the job says so
     runs = manifest.parent / "runs"
     states = {b: read_status(runs, b) for b in ("block_000", "block_001", "block_002")}
     assert states["block_000"].state == "failed" and states["block_000"].message == "killed by SIGKILL", out
-    assert states["block_001"].state == "done" and states["block_002"].state == "done", out  # rank 0 went on after the kill
+    assert states["block_001"].state == "done" and states["block_002"].state == "done", (
+        out
+    )  # rank 0 went on after the kill
     assert all(s.peak_rss_bytes > 0 and s.seconds > 0 for s in states.values())
     assert "--only block_000 --resume" in out
 

@@ -20,10 +20,13 @@ TURN = np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])  # ground =
 def _gaussians(means: np.ndarray, ids: np.ndarray, sh_rest: int = 3) -> dict[str, torch.Tensor]:
     n = len(means)
     return {
-        "means": torch.from_numpy(means).float(), "scales": torch.full((n, 3), -3.0), "quats": torch.tensor([[1.0, 0, 0, 0]]).repeat(n, 1),
+        "means": torch.from_numpy(means).float(),
+        "scales": torch.full((n, 3), -3.0),
+        "quats": torch.tensor([[1.0, 0, 0, 0]]).repeat(n, 1),
         "opacities": torch.from_numpy(ids).float(),  # the identity of each Gaussian rides in its opacity
-        "sh0": torch.zeros(n, 1, 3), "shN": torch.zeros(n, sh_rest, 3),
-    }  # fmt: skip
+        "sh0": torch.zeros(n, 1, 3),
+        "shN": torch.zeros(n, sh_rest, 3),
+    }
 
 
 @pytest.fixture
@@ -39,7 +42,9 @@ def trained(tmp_path):
         name = f"block_{b:03d}"
         region = margin.contains(ground)
         save_ply(_gaussians(world[region], np.flatnonzero(region)), tmp_path / "runs" / name / "point_cloud.ply")
-        blocks.append(Block(name, f"blocks/{name}", cell, margin, int(region.sum()), int(cell.contains(ground).sum()), []))
+        blocks.append(
+            Block(name, f"blocks/{name}", cell, margin, int(region.sum()), int(cell.contains(ground).sum()), [])
+        )
     manifest = Manifest(str(tmp_path / "scene"), TURN.tolist(), "+x", "grid 3x2", 0.2, 0.15, 8, [], 0, blocks)
     manifest.save(tmp_path / "manifest.json")
     return manifest, world
@@ -68,7 +73,9 @@ def test_every_gaussian_is_kept_exactly_once_by_its_cells_block(trained, tmp_pat
 def test_a_failed_or_missing_block_stops_the_merge_in_one_line(trained, tmp_path):
     manifest, _ = trained
     runs = tmp_path / "runs"
-    write_status(runs, BlockStatus("block_004", "failed", str(runs / "logs" / "block_004.log"), "", message="killed by SIGKILL"))
+    write_status(
+        runs, BlockStatus("block_004", "failed", str(runs / "logs" / "block_004.log"), "", message="killed by SIGKILL")
+    )
     with pytest.raises(DataError, match=r"block_004: training failed \(killed by SIGKILL.*--only block_004 --resume"):
         merge_blocks(manifest, runs, tmp_path / "merged", say=lambda line: None)
     (runs / "status" / "block_004.json").unlink()

@@ -11,13 +11,27 @@ from pointrix_lite.errors import ConfigError
 from pointrix_lite.partition.ranks import find_placement, threads_per_process
 from pointrix_lite.partition.runner import RANK_VARIABLES, BlockJob, child_env, failure_reason, train_command
 
-TORCHRUN = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "h",
-            "MASTER_PORT": "29500", "GROUP_RANK": "1", "TORCHELASTIC_RUN_ID": "x"}  # fmt: skip
+TORCHRUN = {
+    "RANK": "3",
+    "WORLD_SIZE": "4",
+    "LOCAL_RANK": "1",
+    "LOCAL_WORLD_SIZE": "2",
+    "MASTER_ADDR": "h",
+    "MASTER_PORT": "29500",
+    "GROUP_RANK": "1",
+    "TORCHELASTIC_RUN_ID": "x",
+}
 
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    for name in [*TORCHRUN, "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "CUDA_VISIBLE_DEVICES"]:
+    for name in [
+        *TORCHRUN,
+        "SLURM_ARRAY_TASK_ID",
+        "SLURM_ARRAY_TASK_COUNT",
+        "SLURM_ARRAY_TASK_MIN",
+        "CUDA_VISIBLE_DEVICES",
+    ]:
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 
@@ -65,12 +79,15 @@ def test_failure_reason_names_the_signal_or_the_error_line(tmp_path):
     assert failure_reason(2, log) == "error: dataset.data_path: folder not found: /x"
 
 
-@pytest.mark.parametrize("main, argv, message", [
-    (train_blocks.main, ["--manifest", "nowhere.json", "--config", "x.yaml"], "nowhere.json: manifest not found"),
-    (merge_blocks.main, ["--manifest", "nowhere.json", "--out", "m"], "nowhere.json: manifest not found"),
-    (partition.main, ["--scene", "no_scene", "--out", "p"], "--scene: folder not found: no_scene"),
-    (partition.main, ["--scene", "s", "--out", "p", "--grid", "2by2"], "expected NxM"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "main, argv, message",
+    [
+        (train_blocks.main, ["--manifest", "nowhere.json", "--config", "x.yaml"], "nowhere.json: manifest not found"),
+        (merge_blocks.main, ["--manifest", "nowhere.json", "--out", "m"], "nowhere.json: manifest not found"),
+        (partition.main, ["--scene", "no_scene", "--out", "p"], "--scene: folder not found: no_scene"),
+        (partition.main, ["--scene", "s", "--out", "p", "--grid", "2by2"], "expected NxM"),
+    ],
+)
 def test_commands_fail_in_one_line(tmp_path, monkeypatch, capsys, main, argv, message):
     monkeypatch.chdir(tmp_path)
     try:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from pointrix_lite.errors import DataError
-from pointrix_lite.partition.cells import Rect, grid_cells, kd_cells, margins
 from pointrix_lite.io import colmap as colmap_io
+from pointrix_lite.partition.cells import Rect, grid_cells, kd_cells, margins
 from pointrix_lite.partition.frame import find_frame
 from pointrix_lite.partition.manifest import load_manifest
 from pointrix_lite.partition.split import SplitOptions, held_out, pinhole_view, split_scene
@@ -88,7 +88,9 @@ def test_an_assigned_view_sees_its_block(street, partition):
         for name in block.views:
             front = front_points(pinhole_view(by_name[name], model.cameras[by_name[name].camera_id]), model.xyz)
             shares.append(region[front].mean())
-        assert min(shares) > 0 and np.mean(np.array(shares) >= partition.min_share) > 0.9  # the rest: placed by largest share
+        assert (
+            min(shares) > 0 and np.mean(np.array(shares) >= partition.min_share) > 0.9
+        )  # the rest: placed by largest share
 
 
 def test_manifest_reads_back_and_bad_manifests_fail_in_one_line(partition, tmp_path):

@@ -16,7 +16,10 @@ from pointrix_lite.process.compare import compare_cameras
 
 def _model(w2cs: dict[str, np.ndarray], focal: float, width: int) -> ColmapModel:
     camera = ColmapCamera(1, "SIMPLE_RADIAL", width, width * 3 // 4, np.array([focal, width / 2, width * 3 / 8, 0.0]))
-    images = {i + 1: ColmapImage(i + 1, rotmat_to_qvec(w[:3, :3]), w[:3, 3].copy(), 1, n) for i, (n, w) in enumerate(w2cs.items())}
+    images = {
+        i + 1: ColmapImage(i + 1, rotmat_to_qvec(w[:3, :3]), w[:3, 3].copy(), 1, n)
+        for i, (n, w) in enumerate(w2cs.items())
+    }
     return ColmapModel({1: camera}, images, np.zeros((0, 3)), np.zeros((0, 3), np.uint8), {})
 
 

@@ -33,11 +33,20 @@ SIZE, N_VIEWS, STEPS = 320, 48, 400
 FOCAL = 190.0 * SIZE / 160
 
 SHORT_RUN = [
-    f"trainer.max_steps={STEPS}", "trainer.val_interval=0", "dataset.scale=2",
-    "strategy.steps_scaler=1.0", "strategy.refine_start_iter=50", "strategy.refine_every=25",
-    f"strategy.refine_stop_iter={STEPS - 50}", "strategy.reset_every=100000", "strategy.grow_grad2d=0.0002",
-    "save_ckpt_after_iter=100000", "log_show_after_iter=100", "writers=[]", "hooks=[]",
-]  # fmt: skip
+    f"trainer.max_steps={STEPS}",
+    "trainer.val_interval=0",
+    "dataset.scale=2",
+    "strategy.steps_scaler=1.0",
+    "strategy.refine_start_iter=50",
+    "strategy.refine_every=25",
+    f"strategy.refine_stop_iter={STEPS - 50}",
+    "strategy.reset_every=100000",
+    "strategy.grow_grad2d=0.0002",
+    "save_ckpt_after_iter=100000",
+    "log_show_after_iter=100",
+    "writers=[]",
+    "hooks=[]",
+]
 # Refinement with gsplat's defaults (lr 1e-5, weight decay 1e-6) and each test pose fitted before scoring.
 POSE_OPT = ["hooks=[{type: PoseOptHook, test_align_steps: 100}]"]
 
@@ -59,7 +68,9 @@ def pipeline(tmp_path_factory) -> dict:
     photos = root / "photos"
     photos.mkdir()
     for c in cams:
-        write_png(photos / f"{c.name}.png", np.clip(np.rint(render(prims, c, supersample=1) * 255), 0, 255).astype(np.uint8))
+        write_png(
+            photos / f"{c.name}.png", np.clip(np.rint(render(prims, c, supersample=1) * 255), 0, 255).astype(np.uint8)
+        )
     timings["render"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -67,9 +78,21 @@ def pipeline(tmp_path_factory) -> dict:
     # One COLMAP thread: with several, matching and bundle adjustment vary from run to run (43-44 views
     # registered, the PSNR gap this module bounds moving by tenths of a dB); one thread repeats itself.
     proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "process.py"), "--images", str(photos), "--out", str(scene),
-         "--downscales", "1", "--threads", "1"], capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(REPO / "scripts" / "process.py"),
+            "--images",
+            str(photos),
+            "--out",
+            str(scene),
+            "--downscales",
+            "1",
+            "--threads",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+    )
     timings["process"] = time.perf_counter() - start
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     summary = json.loads((scene / "colmap" / "summary.json").read_text())
@@ -104,14 +127,23 @@ def pipeline(tmp_path_factory) -> dict:
     err = np.linalg.norm(s * sfm_c @ R.T + t - true_c, axis=1)
     radius = float(np.linalg.norm(true_c - true_c.mean(0), axis=1).max())
     result = {
-        "summary": summary, "registered": len(names), "centre_err": err, "radius": radius,
-        "true": true_run["mean_aligned"]["psnr"], "sfm": sfm_run["mean_aligned"]["psnr"],  # test poses fitted in both
-        "sfm_given_poses": sfm_run["mean"]["psnr"], "timings": timings,
+        "summary": summary,
+        "registered": len(names),
+        "centre_err": err,
+        "radius": radius,
+        "true": true_run["mean_aligned"]["psnr"],
+        "sfm": sfm_run["mean_aligned"]["psnr"],  # test poses fitted in both
+        "sfm_given_poses": sfm_run["mean"]["psnr"],
+        "timings": timings,
         "test_views": (sorted(true_run["per_view"]), sorted(sfm_run["per_view"])),
-    }  # fmt: skip
-    print("\n[e2e]", {k: v for k, v in result.items() if k not in ("summary", "centre_err")},
-          f"centre err median {np.median(err) / radius:.4f} mean {err.mean() / radius:.4f} max {err.max() / radius:.4f} of radius",
-          "stage seconds", summary["stage_seconds"])  # fmt: skip
+    }
+    print(
+        "\n[e2e]",
+        {k: v for k, v in result.items() if k not in ("summary", "centre_err")},
+        f"centre err median {np.median(err) / radius:.4f} mean {err.mean() / radius:.4f} max {err.max() / radius:.4f} of radius",
+        "stage seconds",
+        summary["stage_seconds"],
+    )
     return result
 
 

@@ -184,9 +184,23 @@ def test_process_trains_on_phone_photos_as_shown(tmp_path) -> None:
         Image.fromarray(np.where(keep, 255, 0).astype(np.uint8)).save(masks / f"{cam.name}.png")
     out = tmp_path / "scene"
     proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "process.py"), "--images", str(photos), "--out", str(out),
-         "--masks", str(masks), "--downscales", "1", "--threads", "1"], capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(REPO / "scripts" / "process.py"),
+            "--images",
+            str(photos),
+            "--out",
+            str(out),
+            "--masks",
+            str(masks),
+            "--downscales",
+            "1",
+            "--threads",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "upright: 8 of 10 photos turned as their EXIF orientation shows them" in " ".join(proc.stdout.split())
     assert json.loads((out / "colmap" / "summary.json").read_text())["turned_upright"] == 8
@@ -205,4 +219,7 @@ def test_process_trains_on_phone_photos_as_shown(tmp_path) -> None:
         assert np.abs(small(photo) - small(truth[stem])).mean() < 6, image.name
         mask = iio.imread(out / "masks" / f"{stem}.png") > 0
         assert mask.shape == photo.shape[:2] and not mask[-10:, -10:].any() and mask[:10, :10].all()
-        assert iio.imread(out / "images_2" / image.name).shape[:2] == (round(camera.height / 2), round(camera.width / 2))
+        assert iio.imread(out / "images_2" / image.name).shape[:2] == (
+            round(camera.height / 2),
+            round(camera.width / 2),
+        )

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pointrix_lite.cli.process import main as process_main
 from pointrix_lite.cli.process import build_parser, to_options
+from pointrix_lite.cli.process import main as process_main
 from pointrix_lite.process import colmap_log, mapping
 from pointrix_lite.process.colmap_log import HierarchicalReader, MatchingReader, follow, log_to
 from pointrix_lite.process.options import CLUSTER_IMAGES, ProcessOptions
@@ -30,7 +30,9 @@ def test_auto_mapper_is_incremental_while_the_set_fits_one_cluster():
 
 
 def test_mapper_options_parse_and_bad_ones_are_one_line(tmp_path, capsys):
-    args = build_parser().parse_args(["--images", "x", "--out", "y", "--mapper", "hierarchical", "--cluster-images", "200"])
+    args = build_parser().parse_args(
+        ["--images", "x", "--out", "y", "--mapper", "hierarchical", "--cluster-images", "200"]
+    )
     opts = to_options(args)
     assert (opts.mapper, opts.cluster_images) == ("hierarchical", 200)
     assert to_options(build_parser().parse_args(["--images", "x", "--out", "y"])).cluster_images == CLUSTER_IMAGES
@@ -58,22 +60,31 @@ def test_matching_reader_counts_pairs_in_finished_blocks():
 def test_hierarchical_reader_follows_clusters_registrations_and_merges():
     read = HierarchicalReader()
     lines = [
-        _glog("M", "  Cluster 1 with 60 images"), _glog("M", "  Cluster 2 with 55 images"),
+        _glog("M", "  Cluster 1 with 60 images"),
+        _glog("M", "  Cluster 2 with 55 images"),
         _glog("M", "=== Reconstructing clusters ==="),
-        _glog("A", "Registering image #5 (num_reg_frames=2)"), _glog("A", "Registering image #6 (num_reg_frames=3)"),
+        _glog("A", "Registering image #5 (num_reg_frames=2)"),
+        _glog("A", "Registering image #6 (num_reg_frames=3)"),
         _glog("A", "Discarding reconstruction due to insufficient size"),  # its 3 images do not count
-        _glog("A", "Registering image #9 (num_reg_frames=2)"), _glog("A", "Registering image #7 (num_reg_frames=40)"),
-        _glog("A", "Keeping successful reconstruction"), _glog("A", "Elapsed time: 0.5 [minutes]"),
+        _glog("A", "Registering image #9 (num_reg_frames=2)"),
+        _glog("A", "Registering image #7 (num_reg_frames=40)"),
+        _glog("A", "Keeping successful reconstruction"),
+        _glog("A", "Elapsed time: 0.5 [minutes]"),
         _glog("B", "Registering image #70 (num_reg_frames=20)"),
-    ]  # fmt: skip
+    ]
     answers = [read(line) for line in lines]
     assert answers[0] == "partitioning: cluster 1 of 60 images"
     assert answers[5] == "cluster 0/2 done, ~0/115 cluster images registered"
     assert answers[-2] == "cluster 1/2 done, ~40/115 cluster images registered"
     assert answers[-1] == "cluster 1/2 done, ~60/115 cluster images registered"
-    assert read(_glog("M", "Elapsed time: 2.0 [minutes]")) is None and read.done == 1  # the main thread's timer: the run's
+    assert (
+        read(_glog("M", "Elapsed time: 2.0 [minutes]")) is None and read.done == 1
+    )  # the main thread's timer: the run's
     assert read(_glog("M", "=== Merging clusters ===")) == "merging 2 clusters (0 merges done)"
-    assert read(_glog("M", "=> Merged clusters with 60 and 55 images into 110 images")) == "merging 2 clusters (1 merges done)"
+    assert (
+        read(_glog("M", "=> Merged clusters with 60 and 55 images into 110 images"))
+        == "merging 2 clusters (1 merges done)"
+    )
 
 
 def test_follow_reads_only_the_lines_written_while_it_runs(tmp_path, monkeypatch):

@@ -51,7 +51,9 @@ def test_outputs_are_what_colmap_dataset_reads(processed):
     assert dataset.train_views[0].camera.width == round(cam.width / 2)
     assert (out / "colmap" / "colmap.log").stat().st_size > 0 and (out / "colmap" / "database.db").is_file()
     # The summary on the terminal ends with the command to run next.
-    assert summary["train_command"] == f"python scripts/train.py --config configs/colmap_cpu.yaml dataset.data_path={out}"
+    assert (
+        summary["train_command"] == f"python scripts/train.py --config configs/colmap_cpu.yaml dataset.data_path={out}"
+    )
     assert proc.stdout.rstrip().endswith(summary["train_command"])
     assert f"Registered {len(names)}/10 images" in proc.stdout
     for stage in ("features", "matching", "mapping", "undistort", "downscale"):
@@ -80,8 +82,15 @@ def test_printed_train_command_trains_with_the_shipped_config(processed, tmp_pat
     command = proc.stdout.rstrip().splitlines()[-1].split()
     assert command[:4] == ["python", "scripts/train.py", "--config", "configs/colmap_cpu.yaml"]
     exp = tmp_path / "exp"
-    extra = ["trainer.max_steps=12", "trainer.val_interval=0", "save_ckpt_after_iter=0", f"exp_dir={exp}",
-             "hooks.1.test_align_steps=2", "dataset.test_every=4", "writers=[]"]
+    extra = [
+        "trainer.max_steps=12",
+        "trainer.val_interval=0",
+        "save_ckpt_after_iter=0",
+        f"exp_dir={exp}",
+        "hooks.1.test_align_steps=2",
+        "dataset.test_every=4",
+        "writers=[]",
+    ]
     run = subprocess.run([sys.executable, *command[1:], *extra], cwd=REPO, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     metrics = json.loads((exp / "metrics.json").read_text())

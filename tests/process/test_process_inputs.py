@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +11,8 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 
-from pointrix_lite.errors import DataError
 from pointrix_lite.cli import process as cli
+from pointrix_lite.errors import DataError
 from pointrix_lite.process import sfm
 from pointrix_lite.process.downscale import write_downscaled
 from pointrix_lite.process.inputs import scan_images
@@ -101,7 +100,9 @@ def test_video_and_option_errors(tmp_path, capsys):
     photos = _photos(tmp_path / "p", 3)
     code, err = _run(["--images", str(photos), "--out", str(tmp_path / "o"), "--matcher", "vocab_tree"], capsys)
     assert code == 2 and "needs --vocab-tree FILE" in err
-    code, err = _run(["--images", str(photos), "--out", str(tmp_path / "o"), "--vocab-tree", str(tmp_path / "t.bin")], capsys)
+    code, err = _run(
+        ["--images", str(photos), "--out", str(tmp_path / "o"), "--vocab-tree", str(tmp_path / "t.bin")], capsys
+    )
     assert code == 2 and "t.bin: file not found" in err
     code, err = _run(["--images", str(photos), "--out", str(tmp_path / "o"), "--num-frames", "1"], capsys)
     assert code == 2 and "--num-frames: must be >= 3" in err
@@ -136,9 +137,19 @@ def test_no_overlapping_pairs_is_one_line(tmp_path):
     photos = _photos(tmp_path / "noise", 3)
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "process.py"), "--images", str(photos), "--out", str(out), "--threads", "1"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(REPO / "scripts" / "process.py"),
+            "--images",
+            str(photos),
+            "--out",
+            str(out),
+            "--threads",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ")
@@ -148,7 +159,9 @@ def test_no_overlapping_pairs_is_one_line(tmp_path):
 
 def _rec(names: list[str]) -> SimpleNamespace:
     images = {i: SimpleNamespace(name=n) for i, n in enumerate(names)}
-    return SimpleNamespace(num_reg_images=lambda: len(names), reg_image_ids=lambda: list(images), image=images.__getitem__)
+    return SimpleNamespace(
+        num_reg_images=lambda: len(names), reg_image_ids=lambda: list(images), image=images.__getitem__
+    )
 
 
 def test_pick_model_takes_the_largest_and_names_the_rest():
@@ -233,10 +246,18 @@ def test_sharp_frames_are_chosen_from_blurred_duplicates(tmp_path):
     sharp_at = [0, 1, 3, 4, 0, 4]  # position of the sharp frame inside each window
     originals = []
     video = tmp_path / "clip.mp4"
-    writer = imageio_ffmpeg.write_frames(str(video), (w, h), fps=10, codec="libx264", quality=None,
-                                         output_params=["-qp", "0"], pix_fmt_out="yuv444p", macro_block_size=1)  # fmt: skip
+    writer = imageio_ffmpeg.write_frames(
+        str(video),
+        (w, h),
+        fps=10,
+        codec="libx264",
+        quality=None,
+        output_params=["-qp", "0"],
+        pix_fmt_out="yuv444p",
+        macro_block_size=1,
+    )
     writer.send(None)
-    for k, pos in enumerate(sharp_at):
+    for pos in sharp_at:
         sharp = np.kron(rng.integers(0, 256, (h // 4, w // 4, 3)), np.ones((4, 4, 1))).astype(np.uint8)
         blurred = sharp.astype(np.float64)
         for axis in (0, 1):  # a 9-tap box blur: the same picture, out of focus
@@ -271,10 +292,20 @@ def test_every_window_gives_its_middle_frame_when_the_count_does_not_divide(tmp_
 
     for total, n in ((120, 100), (7, 3)):
         video = tmp_path / f"count_{total}.mp4"
-        writer = imageio_ffmpeg.write_frames(str(video), (16, 16), fps=10, codec="libx264", quality=None,
-                                             output_params=["-qp", "0"], pix_fmt_out="yuv444p", macro_block_size=1)  # fmt: skip
+        writer = imageio_ffmpeg.write_frames(
+            str(video),
+            (16, 16),
+            fps=10,
+            codec="libx264",
+            quality=None,
+            output_params=["-qp", "0"],
+            pix_fmt_out="yuv444p",
+            macro_block_size=1,
+        )
         writer.send(None)
-        for i in range(total):  # frame i = 60 a + b shows red 4 b + 2, green 100 a + 50: read back despite +-1 codec error
+        for i in range(
+            total
+        ):  # frame i = 60 a + b shows red 4 b + 2, green 100 a + 50: read back despite +-1 codec error
             frame = np.zeros((16, 16, 3), np.uint8)
             frame[..., 0], frame[..., 1] = 4 * (i % 60) + 2, 100 * (i // 60) + 50
             writer.send(frame)
@@ -289,4 +320,3 @@ def test_every_window_gives_its_middle_frame_when_the_count_does_not_divide(tmp_
         windows = [[i for i in range(total) if i * n // total == w] for w in range(n)]
         expected = [frames[(len(frames) - 1) // 2] for frames in windows]
         assert got == expected, (total, n)
-

@@ -103,10 +103,12 @@ def test_masks_are_undistorted_with_the_photo_mapping(tmp_path, k):
         keeps[name] = _blocky(rng)
         _mask(tmp_path / "masks" / f"{Path(name).stem}.png", keeps[name])
         Image.fromarray(np.repeat(np.where(keeps[name], 255, 0).astype(np.uint8)[..., None], 3, -1)).save(
-            tmp_path / "photos" / name)  # fmt: skip
+            tmp_path / "photos" / name
+        )
     undistort(pycolmap, tmp_path / "distorted", tmp_path / "photos", tmp_path / "out", 1)
-    written = undistort_masks(pycolmap, tmp_path / "distorted", tmp_path / "out/sparse/0", tmp_path / "masks",
-                              tmp_path / "out/masks")  # fmt: skip
+    written = undistort_masks(
+        pycolmap, tmp_path / "distorted", tmp_path / "out/sparse/0", tmp_path / "masks", tmp_path / "out/masks"
+    )
     assert sorted(p.name for p in written) == ["p0.png", "p1.png"]
     model = read_model(tmp_path / "out/sparse/0")
     pinhole = next(iter(model.cameras.values()))

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 
 from pointrix_lite.data.demo import ensure_demo
@@ -87,11 +86,17 @@ def test_descriptors_are_read_twice_one_image_at_a_time():
     descriptors[1] = np.concatenate([descriptors[1]] * 12)  # 2400 > PER_IMAGE: a random subset votes
     lazy = _CountingReads(descriptors)
     steps = []
-    pairs = retrieval.retrieval_pairs(lazy, 3, 1, counts=[len(d) for d in descriptors],
-                                      progress=lambda step, done, total: steps.append(step))  # fmt: skip
+    pairs = retrieval.retrieval_pairs(
+        lazy, 3, 1, counts=[len(d) for d in descriptors], progress=lambda step, done, total: steps.append(step)
+    )
     assert lazy.reads == [2] * 20
     assert pairs == retrieval.retrieval_pairs(descriptors, 3, 1)
-    assert [s for i, s in enumerate(steps) if i == 0 or steps[i - 1] != s] == ["sample", "vocabulary", "words", "similar"]
+    assert [s for i, s in enumerate(steps) if i == 0 or steps[i - 1] != s] == [
+        "sample",
+        "vocabulary",
+        "words",
+        "similar",
+    ]
 
 
 def test_similarities_never_hold_the_whole_matrix():
@@ -188,7 +193,10 @@ def test_retrieval_matching_on_demo_views(tmp_path):
     sfm.extract_features(pycolmap, database, images, names[8:], opts, lambda d, t: None)
     matched, verified = match_features(pycolmap, database, "retrieval", opts)
     listed = {tuple(line.split()) for line in (tmp_path / "pairs.txt").read_text().splitlines()}
-    assert len(listed) <= 16 * (2 + RETRIEVAL_OVERLAP) and {("r_000.png", "r_001.png"), ("r_014.png", "r_015.png")} <= listed
+    assert (
+        len(listed) <= 16 * (2 + RETRIEVAL_OVERLAP)
+        and {("r_000.png", "r_001.png"), ("r_014.png", "r_015.png")} <= listed
+    )
     db = pycolmap.Database.open(str(database))
     try:
         assert len(db.read_all_cameras()) == 1

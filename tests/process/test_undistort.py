@@ -20,7 +20,9 @@ def _scene(root: Path, k: float) -> np.ndarray:
     """One SIMPLE_RADIAL photo of random pixels (every pixel differs from its neighbours), its model in ``root/distorted``."""
     pycolmap = import_pycolmap()
     rec = pycolmap.Reconstruction()
-    rec.add_camera_with_trivial_rig(pycolmap.Camera(model="SIMPLE_RADIAL", width=W, height=H, params=[F, CX, CY, k], camera_id=1))
+    rec.add_camera_with_trivial_rig(
+        pycolmap.Camera(model="SIMPLE_RADIAL", width=W, height=H, params=[F, CX, CY, k], camera_id=1)
+    )
     rec.add_image_with_trivial_frame(pycolmap.Image(name="p.png", camera_id=1, image_id=1), pycolmap.Rigid3d())
     (root / "distorted").mkdir()
     rec.write_binary(str(root / "distorted"))
@@ -68,5 +70,7 @@ def test_a_distorting_lens_samples_the_photo_on_its_own_grid(tmp_path, k):
     ax, ay = (px - c0)[..., None], (py - r0)[..., None]
     c1, r1 = (c0 + 1).clip(0, W - 1), (r0 + 1).clip(0, H - 1)
     c0, r0 = c0.clip(0, W - 1), r0.clip(0, H - 1)
-    ref = (photo[r0, c0] * (1 - ax) + photo[r0, c1] * ax) * (1 - ay) + (photo[r1, c0] * (1 - ax) + photo[r1, c1] * ax) * ay
+    ref = (photo[r0, c0] * (1 - ax) + photo[r0, c1] * ax) * (1 - ay) + (
+        photo[r1, c0] * (1 - ax) + photo[r1, c1] * ax
+    ) * ay
     assert np.abs(image - ref).max() <= 1.0  # rounding to uint8

@@ -33,9 +33,14 @@ def run_train(*args: str, timeout: float = 180, env: dict[str, str] | None = Non
     # A shell that starts pytest in the background without job control leaves SIGINT ignored, and an
     # ignored signal stays ignored across exec: the child gets Ctrl-C's default back, as in a terminal.
     return subprocess.run(
-        train_cmd(*args), capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO,
+        train_cmd(*args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+    )
 
 
 def logged(exp_dir: Path, name: str = "train/loss") -> dict[int, float]:

@@ -22,7 +22,6 @@ import shutil
 import signal
 import time
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 
@@ -40,7 +39,7 @@ class SigintAtHook(Hook):
         # last checkpoint) or "after_test_iter" (after test view ``view``, 0-based)
         site: str = "after_train_iter"
         view: int = 0
-        once_file: Optional[str] = None  # fire only while this file is missing (created on firing)
+        once_file: str | None = None  # fire only while this file is missing (created on firing)
 
     def _fire(self) -> None:
         if self.config.once_file is not None:
@@ -80,7 +79,7 @@ class CorruptParamHook(Hook):
 class _SlowFile:
     """Forwards writes to ``f`` in 4 KiB pieces with a pause after each (a slow network disk)."""
 
-    def __init__(self, f, delay: float, marker: Optional[str]) -> None:
+    def __init__(self, f, delay: float, marker: str | None) -> None:
         self.f, self.delay, self.marker, self.written = f, delay, marker, 0
 
     def write(self, data) -> int:
@@ -101,11 +100,11 @@ class _SlowFile:
 class DiskFaultHook(Hook):
     @dataclass
     class Config:
-        free_bytes: Optional[int] = None  # what shutil.disk_usage reports as free
+        free_bytes: int | None = None  # what shutil.disk_usage reports as free
         enospc_on_save: int = 0  # this torch.save call (1-based) fails with ENOSPC; 0 = never
         chunk_delay: float = 0.0  # seconds slept per 4 KiB written by torch.save
         slow_from_save: int = 1  # saves before this one are written at full speed
-        writing_marker: Optional[str] = None  # created while that save is half written
+        writing_marker: str | None = None  # created while that save is half written
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)

@@ -80,10 +80,18 @@ def real_raw_config(out: Path, scene: Path, backend: str = "torch", **trainer: A
         "dataset": {"type": "NerfSyntheticDataset", "data_path": str(scene), "random_init_points": 150},
         "model": {"type": "GaussianModel", "sh_degree": 1, "sh_degree_interval": 8},
         "renderer": {"type": "GaussianRenderer", "backend": backend},
-        "strategy": {"type": "DefaultStrategy", "refine_start_iter": 2, "refine_every": 3, "reset_every": 1000,
-                     "grow_grad2d": 0.003, "refine_stop_iter": 1000},
-        "hooks": [{"type": "LogHook", "interval": 1, "progress_bar": False},
-                  {"type": "CheckPointHook", "interval": 8, "max_keep": None}],
+        "strategy": {
+            "type": "DefaultStrategy",
+            "refine_start_iter": 2,
+            "refine_every": 3,
+            "reset_every": 1000,
+            "grow_grad2d": 0.003,
+            "refine_stop_iter": 1000,
+        },
+        "hooks": [
+            {"type": "LogHook", "interval": 1, "progress_bar": False},
+            {"type": "CheckPointHook", "interval": 8, "max_keep": None},
+        ],
         "writers": [{"type": "JsonlWriter", "save_images": False}],
     }
 

@@ -9,9 +9,9 @@ import shutil
 import pytest
 import torch
 
+from pointrix_lite.cli import preflight
 from pointrix_lite.cli.train import main
 from pointrix_lite.engine import checkpoint as ckpt_io
-from pointrix_lite.cli import preflight
 from pointrix_lite.engine.checkpoint import find_latest, load_checkpoint_file
 from pointrix_lite.engine.experiment import load_experiment
 from pointrix_lite.engine.trainer import DefaultTrainer
@@ -38,8 +38,10 @@ def test_enospc_on_second_save_keeps_first_checkpoint(tmp_path, tiny_scene, back
     assert main(["--config", str(config)]) == 2
     err = capsys.readouterr().err
     ckpt_dir = tmp_path / "tiny" / "checkpoints"
-    assert err == (f"error: {ckpt_dir / 'step_000008.pth'}: disk full (No space left on device) while writing; "
-                   "files written before it are intact\n")
+    assert err == (
+        f"error: {ckpt_dir / 'step_000008.pth'}: disk full (No space left on device) while writing; "
+        "files written before it are intact\n"
+    )
     monkeypatch.undo()
     assert sorted(p.name for p in ckpt_dir.iterdir()) == ["latest.txt", "step_000004.pth"]  # no temp file left
     assert find_latest(tmp_path / "tiny") == ckpt_dir / "step_000004.pth"

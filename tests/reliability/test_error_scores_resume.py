@@ -16,12 +16,30 @@ from .test_exact_resume import _tensors_equal
 STOP = 8
 
 STRATEGIES = {
-    "fastgs": {"type": "DefaultStrategy", "refine_start_iter": 2, "refine_every": 3, "reset_every": 1000,
-               "grow_grad2d": 0.003, "refine_stop_iter": 16, "error_every": 1, "min_error_hits": 4.0,
-               "rank_by": "error", "cap_max": 400, "prune_error": 0.95},
-    "mcmc": {"type": "MCMCStrategy", "refine_start_iter": 2, "refine_every": 3, "refine_stop_iter": 1000,
-             "cap_max": 400, "error_every": 1, "error_weight": 1.0, "relocate_error": 0.9},
-}  # fmt: skip
+    "fastgs": {
+        "type": "DefaultStrategy",
+        "refine_start_iter": 2,
+        "refine_every": 3,
+        "reset_every": 1000,
+        "grow_grad2d": 0.003,
+        "refine_stop_iter": 16,
+        "error_every": 1,
+        "min_error_hits": 4.0,
+        "rank_by": "error",
+        "cap_max": 400,
+        "prune_error": 0.95,
+    },
+    "mcmc": {
+        "type": "MCMCStrategy",
+        "refine_start_iter": 2,
+        "refine_every": 3,
+        "refine_stop_iter": 1000,
+        "cap_max": 400,
+        "error_every": 1,
+        "error_weight": 1.0,
+        "relocate_error": 0.9,
+    },
+}
 
 
 def _trainer(tmp_path, name: str, scene, backend: str, strategy: dict) -> DefaultTrainer:

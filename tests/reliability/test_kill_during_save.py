@@ -22,11 +22,17 @@ def test_sigkill_mid_save_keeps_previous_checkpoint_and_resumes(tmp_path, tiny_s
     marker = tmp_path / "second_save_half_written"
     raw = real_raw_config(tmp_path / "out", tiny_scene, backend)  # saves after steps 8 and 16
     # The second save (step 16) trickles out 4 KiB every 0.2 s; the marker appears after 8 KiB.
-    raw["hooks"].append({"type": "DiskFaultHook", "chunk_delay": 0.2, "slow_from_save": 2,
-                         "writing_marker": str(marker)})
+    raw["hooks"].append(
+        {"type": "DiskFaultHook", "chunk_delay": 0.2, "slow_from_save": 2, "writing_marker": str(marker)}
+    )
     config = write_config(tmp_path / "run.yaml", raw)
-    proc = subprocess.Popen(train_cmd("--config", str(config), "--plugin", str(FAULT_PLUGIN)), cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        train_cmd("--config", str(config), "--plugin", str(FAULT_PLUGIN)),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 240
     while not marker.exists():
         assert proc.poll() is None, proc.communicate()[1]

@@ -5,7 +5,6 @@ between two tests and resumed relocates what the uninterrupted run relocates."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 from pointrix_lite.engine.trainer import TrainingInterrupted
 from pointrix_lite.strategy.visibility import Frusta, views_in_frame
@@ -15,15 +14,23 @@ from .test_error_scores_resume import _trainer
 from .test_exact_resume import _tensors_equal
 
 # Refinements after 0-based steps 3, 6, 9, 12, 15; the test at those holding a multiple of 5 (6, 12, 15).
-MCMC = {"type": "MCMCStrategy", "refine_start_iter": 2, "refine_every": 3, "refine_stop_iter": 1000, "cap_max": 400,
-        "min_views_every": 5}  # fmt: skip
+MCMC = {
+    "type": "MCMCStrategy",
+    "refine_start_iter": 2,
+    "refine_every": 3,
+    "refine_stop_iter": 1000,
+    "cap_max": 400,
+    "min_views_every": 5,
+}
 
 
 def test_resume_with_min_views_equals_uninterrupted_run(tmp_path, tiny_scene, backend) -> None:
     probe = _trainer(tmp_path, "probe", tiny_scene, backend, MCMC)
     # The tiny scene's cameras all look at its centre: ask for more views than the outer Gaussians are in
     # frame of, so that the test takes some and leaves the rest.
-    seen = views_in_frame(probe.model.params["means"], Frusta.from_cameras([v.camera for v in probe.dataset.train_views]))
+    seen = views_in_frame(
+        probe.model.params["means"], Frusta.from_cameras([v.camera for v in probe.dataset.train_views])
+    )
     strategy = {**MCMC, "min_views": int(seen.float().median())}
     assert 0 < int((seen < strategy["min_views"]).sum()) < len(seen)
 
@@ -50,4 +57,3 @@ def test_resume_with_min_views_equals_uninterrupted_run(tmp_path, tiny_scene, ba
     assert resumed.global_step == straight.global_step == 16
     _tensors_equal(resumed.model.state_dict(), straight.model.state_dict(), "model")
     _tensors_equal(resumed.optimizer.state_dict()["state"], straight.optimizer.state_dict()["state"], "adam")
-

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from pointrix_lite.cli.plugins import load_plugin
 from pointrix_lite.engine.checkpoint import find_latest, load_checkpoint_file
 from pointrix_lite.engine.experiment import load_experiment
 from pointrix_lite.engine.hooks import NonFiniteLossError
-from pointrix_lite.cli.plugins import load_plugin
 from pointrix_lite.engine.trainer import DefaultTrainer
 
 from .cli_helpers import FAULT_PLUGIN, logged

@@ -29,9 +29,15 @@ class Payload:
     ("writer", "message"),
     [
         # torch's zip format, as a checkpoint would be: torch refuses the os.system global.
-        (lambda obj, f: torch.save({"format": 1, "step": 0, "x": obj}, f), r"refused to load: the file contains Python objects"),
+        (
+            lambda obj, f: torch.save({"format": 1, "step": 0, "x": obj}, f),
+            r"refused to load: the file contains Python objects",
+        ),
         # A bare pickle stream (torch's legacy format): not a zip archive, never handed to an unpickler.
-        (lambda obj, f: pickle.dump({"format": 1, "step": 0, "x": obj}, f), r"unreadable checkpoint .*not a complete torch zip"),
+        (
+            lambda obj, f: pickle.dump({"format": 1, "step": 0, "x": obj}, f),
+            r"unreadable checkpoint .*not a complete torch zip",
+        ),
     ],
 )
 def test_pickle_payload_is_refused_and_never_runs(tmp_path, writer, message):

@@ -19,14 +19,34 @@ WIDTH, HEIGHT, TILE, DEGREE, THREADS = 64, 48, 16, 3, 2
 EPS2D, NEAR, FAR, RADIUS_CLIP = 0.3, 0.01, 1e10, 0.0
 # the driver's results in its write order: name -> dtype
 OUTPUTS = {
-    "radii": np.int32, "means2d": np.float32, "depths": np.float32, "conics": np.float32, "sh_colors": np.float32,
-    "gauss_offsets": np.int32, "tile_offsets": np.int32, "flatten_ids": np.int32, "slot_by_pos": np.int32,
-    "colors": np.float32, "alphas": np.float32, "T_final": np.float32, "last_ids": np.int32, "contrib": np.int32,
+    "radii": np.int32,
+    "means2d": np.float32,
+    "depths": np.float32,
+    "conics": np.float32,
+    "sh_colors": np.float32,
+    "gauss_offsets": np.int32,
+    "tile_offsets": np.int32,
+    "flatten_ids": np.int32,
+    "slot_by_pos": np.int32,
+    "colors": np.float32,
+    "alphas": np.float32,
+    "T_final": np.float32,
+    "last_ids": np.int32,
+    "contrib": np.int32,
     "n_evaluations": np.int64,
-    "v_means2d": np.float32, "v_conics": np.float32, "v_colors": np.float32, "v_opacities": np.float32,
-    "v_means2d_abs": np.float32, "v_coeffs": np.float32, "v_means_sh": np.float32, "v_campos": np.float32,
-    "v_means": np.float32, "v_quats": np.float32, "v_scales": np.float32, "v_viewmat": np.float32,
-}  # fmt: skip
+    "v_means2d": np.float32,
+    "v_conics": np.float32,
+    "v_colors": np.float32,
+    "v_opacities": np.float32,
+    "v_means2d_abs": np.float32,
+    "v_coeffs": np.float32,
+    "v_means_sh": np.float32,
+    "v_campos": np.float32,
+    "v_means": np.float32,
+    "v_quats": np.float32,
+    "v_scales": np.float32,
+    "v_viewmat": np.float32,
+}
 
 
 def make_scene(seed: int = 0, n: int = 2000) -> dict[str, torch.Tensor]:
@@ -80,9 +100,20 @@ def run_extension(ext: Any, s: dict[str, torch.Tensor]) -> dict[str, np.ndarray]
         vm, Ks, campos, coeffs = s["viewmat"][None], s["K"][None], s["campos"][None], s["coeffs"][None]
         opac = s["opacities"][None]
         radii, means2d, depths, conics, _ = ext.project_fwd(
-            s["means"], s["quats"], s["scales"], s["opacities"], vm, Ks, WIDTH, HEIGHT, EPS2D, NEAR, FAR,
-            RADIUS_CLIP, False,
-        )  # fmt: skip
+            s["means"],
+            s["quats"],
+            s["scales"],
+            s["opacities"],
+            vm,
+            Ks,
+            WIDTH,
+            HEIGHT,
+            EPS2D,
+            NEAR,
+            FAR,
+            RADIUS_CLIP,
+            False,
+        )
         sh_colors = ext.sh_fwd(DEGREE, s["means"], campos, coeffs, radii)
         bins = ext.bin_tiles(means2d, radii, depths, conics, opac, WIDTH, HEIGHT, TILE)
         raster = (means2d, conics, sh_colors, opac, s["background"][None], WIDTH, HEIGHT, TILE, bins[0], bins[1])
@@ -91,10 +122,45 @@ def run_extension(ext: Any, s: dict[str, torch.Tensor]) -> dict[str, np.ndarray]
         v_raster = ext.raster_bwd(*raster, bins[2], bins[3], T_final, last_ids, contrib, *v_px, True)
         v_sh = ext.sh_bwd(DEGREE, s["means"], campos, coeffs, radii, sh_colors, v_raster[2])
         none = torch.empty(0)
-        v_proj = ext.project_bwd(s["means"], s["quats"], s["scales"], vm, Ks, WIDTH, HEIGHT, EPS2D, radii, conics, none,
-                                 v_raster[0], s["v_depths"][None], v_raster[1], none, False, True)  # fmt: skip
+        v_proj = ext.project_bwd(
+            s["means"],
+            s["quats"],
+            s["scales"],
+            vm,
+            Ks,
+            WIDTH,
+            HEIGHT,
+            EPS2D,
+            radii,
+            conics,
+            none,
+            v_raster[0],
+            s["v_depths"][None],
+            v_raster[1],
+            none,
+            False,
+            True,
+        )
     finally:
         torch.set_num_threads(previous)
-    results = [radii, means2d, depths, conics, sh_colors, bins[2], bins[0], bins[1], bins[3], colors, alphas, T_final,
-               last_ids, contrib, torch.tensor([evals]), *v_raster, *v_sh, *v_proj]  # fmt: skip
+    results = [
+        radii,
+        means2d,
+        depths,
+        conics,
+        sh_colors,
+        bins[2],
+        bins[0],
+        bins[1],
+        bins[3],
+        colors,
+        alphas,
+        T_final,
+        last_ids,
+        contrib,
+        torch.tensor([evals]),
+        *v_raster,
+        *v_sh,
+        *v_proj,
+    ]
     return {name: t.reshape(-1).numpy() for name, t in zip(OUTPUTS, results, strict=True)}

@@ -36,7 +36,7 @@ class Job:
 
     label: str
     cmd: list[str]
-    error: "str | None" = None
+    error: str | None = None
 
 
 def target_flags(arch: str = TARGET) -> list[str]:
@@ -72,8 +72,15 @@ def compile_jobs(out_dir: Path) -> list[Job]:
     torch_inc = [f"-I{p}" for p in include_paths()] + python_includes(out_dir)
     # the defines torch's extension build adds
     defines = ["-DTORCH_API_INCLUDE_EXTENSION_H", "-DTORCH_EXTENSION_NAME=pointrix_lite_native_aarch64"]
-    bindings = [CXX, TORCH_STD, *target_flags(), *torch_inc, *defines, "-fsyntax-only",
-                str(NATIVE_DIR / "bindings.cpp")]  # fmt: skip
+    bindings = [
+        CXX,
+        TORCH_STD,
+        *target_flags(),
+        *torch_inc,
+        *defines,
+        "-fsyntax-only",
+        str(NATIVE_DIR / "bindings.cpp"),
+    ]
     jobs = [Job("bindings.cpp", bindings)]
     for name in sorted(KERNELS, key=lambda s: -(NATIVE_DIR / s).stat().st_size):
         obj = out_dir / f"{Path(name).stem}.o"
@@ -100,14 +107,24 @@ def run_jobs(jobs: list[Job]) -> list[Job]:
 def link_driver(objects: list[Path], out: Path) -> Path:
     """``native_driver.cpp`` (C++20: designated initialisers) linked statically with the kernel
     objects, so that qemu needs no aarch64 sysroot."""
-    cmd = [CXX, TORCH_STD, *target_flags(), f"-I{NATIVE_DIR}", str(DRIVER), *map(str, objects), "-static",
-           "-pthread", "-o", str(out)]  # fmt: skip
+    cmd = [
+        CXX,
+        TORCH_STD,
+        *target_flags(),
+        f"-I{NATIVE_DIR}",
+        str(DRIVER),
+        *map(str, objects),
+        "-static",
+        "-pthread",
+        "-o",
+        str(out),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, f"$ {' '.join(cmd)}\n{proc.stderr.strip()}"
     return out
 
 
-def missing(*tools: str) -> "str | None":
+def missing(*tools: str) -> str | None:
     """A skip reason naming the first absent tool, or None."""
     for tool in tools:
         if shutil.which(tool) is None:

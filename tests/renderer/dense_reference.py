@@ -16,7 +16,7 @@ Inputs are promoted to float64; gradients flow back to the caller's tensors.
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -27,8 +27,15 @@ T_STOP = 1e-4
 SH_C0 = 0.28209479177387814
 SH_C1 = 0.4886025119029199
 SH_C2 = (1.0925484305920792, -1.0925484305920792, 0.31539156525252005, -1.0925484305920792, 0.5462742152960396)
-SH_C3 = (-0.5900435899266435, 2.890611442640554, -0.4570457994644658, 0.3731763325901154,
-         -0.4570457994644658, 1.445305721320277, -0.5900435899266435)  # fmt: skip
+SH_C3 = (
+    -0.5900435899266435,
+    2.890611442640554,
+    -0.4570457994644658,
+    0.3731763325901154,
+    -0.4570457994644658,
+    1.445305721320277,
+    -0.5900435899266435,
+)
 
 
 def eval_sh(deg: int, sh: Tensor, d: Tensor) -> Tensor:
@@ -39,15 +46,25 @@ def eval_sh(deg: int, sh: Tensor, d: Tensor) -> Tensor:
         r = r - SH_C1 * y * sh[..., 1, :] + SH_C1 * z * sh[..., 2, :] - SH_C1 * x * sh[..., 3, :]
     if deg >= 2:
         xx, yy, zz = x * x, y * y, z * z
-        r = (r + SH_C2[0] * x * y * sh[..., 4, :] + SH_C2[1] * y * z * sh[..., 5, :]
-             + SH_C2[2] * (2 * zz - xx - yy) * sh[..., 6, :] + SH_C2[3] * x * z * sh[..., 7, :]
-             + SH_C2[4] * (xx - yy) * sh[..., 8, :])  # fmt: skip
+        r = (
+            r
+            + SH_C2[0] * x * y * sh[..., 4, :]
+            + SH_C2[1] * y * z * sh[..., 5, :]
+            + SH_C2[2] * (2 * zz - xx - yy) * sh[..., 6, :]
+            + SH_C2[3] * x * z * sh[..., 7, :]
+            + SH_C2[4] * (xx - yy) * sh[..., 8, :]
+        )
     if deg >= 3:
-        r = (r + SH_C3[0] * y * (3 * xx - yy) * sh[..., 9, :] + SH_C3[1] * x * y * z * sh[..., 10, :]
-             + SH_C3[2] * y * (4 * zz - xx - yy) * sh[..., 11, :]
-             + SH_C3[3] * z * (2 * zz - 3 * xx - 3 * yy) * sh[..., 12, :]
-             + SH_C3[4] * x * (4 * zz - xx - yy) * sh[..., 13, :]
-             + SH_C3[5] * z * (xx - yy) * sh[..., 14, :] + SH_C3[6] * x * (xx - 3 * yy) * sh[..., 15, :])  # fmt: skip
+        r = (
+            r
+            + SH_C3[0] * y * (3 * xx - yy) * sh[..., 9, :]
+            + SH_C3[1] * x * y * z * sh[..., 10, :]
+            + SH_C3[2] * y * (4 * zz - xx - yy) * sh[..., 11, :]
+            + SH_C3[3] * z * (2 * zz - 3 * xx - 3 * yy) * sh[..., 12, :]
+            + SH_C3[4] * x * (4 * zz - xx - yy) * sh[..., 13, :]
+            + SH_C3[5] * z * (xx - yy) * sh[..., 14, :]
+            + SH_C3[6] * x * (xx - 3 * yy) * sh[..., 15, :]
+        )
     if deg >= 4:
         raise NotImplementedError("dense reference covers SH degrees 0..3")
     return r
@@ -57,19 +74,32 @@ def rotation(q: Tensor) -> Tensor:
     """Unit-quaternion (w, x, y, z) rotation matrices. [N, 4] -> [N, 3, 3]"""
     q = q / torch.sqrt((q * q).sum(-1, keepdim=True))
     w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
-    R = torch.stack([
-        torch.stack([w * w + x * x - y * y - z * z, 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-        torch.stack([2 * (x * y + w * z), w * w - x * x + y * y - z * z, 2 * (y * z - w * x)], -1),
-        torch.stack([2 * (x * z - w * y), 2 * (y * z + w * x), w * w - x * x - y * y + z * z], -1),
-    ], dim=-2)  # fmt: skip
+    R = torch.stack(
+        [
+            torch.stack([w * w + x * x - y * y - z * z, 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            torch.stack([2 * (x * y + w * z), w * w - x * x + y * y - z * z, 2 * (y * z - w * x)], -1),
+            torch.stack([2 * (x * z - w * y), 2 * (y * z + w * x), w * w - x * x - y * y + z * z], -1),
+        ],
+        dim=-2,
+    )
     return R
 
 
 def project_one_camera(
-    means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, viewmat: Tensor, K: Tensor,
-    width: int, height: int, near_plane: float, far_plane: float, radius_clip: float, eps2d: float,
+    means: Tensor,
+    quats: Tensor,
+    scales: Tensor,
+    opacities: Tensor,
+    viewmat: Tensor,
+    K: Tensor,
+    width: int,
+    height: int,
+    near_plane: float,
+    far_plane: float,
+    radius_clip: float,
+    eps2d: float,
     antialiased: bool,
-) -> dict[str, Tensor]:  # fmt: skip
+) -> dict[str, Tensor]:
     """Per-Gaussian 2D footprint in one camera; culled Gaussians have visible False and radii 0."""
     Rw = rotation(quats)
     cov3 = Rw @ torch.diag_embed(scales * scales) @ Rw.transpose(1, 2)
@@ -85,10 +115,13 @@ def project_one_camera(
     # size outside the image (gsplat's 1.3 x tan(fov/2) limits, restated in pixels).
     uc = torch.clamp(u, -0.15 * width, 1.15 * width)
     vc = torch.clamp(v, -0.15 * height, 1.15 * height)
-    J = torch.stack([
-        torch.stack([fx / zs, torch.zeros_like(zs), -(uc - cx) / zs], -1),
-        torch.stack([torch.zeros_like(zs), fy / zs, -(vc - cy) / zs], -1),
-    ], dim=1)  # fmt: skip
+    J = torch.stack(
+        [
+            torch.stack([fx / zs, torch.zeros_like(zs), -(uc - cx) / zs], -1),
+            torch.stack([torch.zeros_like(zs), fy / zs, -(vc - cy) / zs], -1),
+        ],
+        dim=1,
+    )
     cov2 = J @ cov @ J.transpose(1, 2)
     det0 = cov2[:, 0, 0] * cov2[:, 1, 1] - cov2[:, 0, 1] ** 2
     a = cov2[:, 0, 0] + eps2d
@@ -101,7 +134,9 @@ def project_one_camera(
     if antialiased:
         ratio = det0 / dets
         pos = ratio > 0
-        opac = opac * torch.where(pos, torch.sqrt(torch.where(pos, ratio, torch.ones_like(ratio))), torch.zeros_like(ratio))
+        opac = opac * torch.where(
+            pos, torch.sqrt(torch.where(pos, ratio, torch.ones_like(ratio))), torch.zeros_like(ratio)
+        )
     with torch.no_grad():
         visible = (z >= near_plane) & (z <= far_plane) & (det > 0) & (opac >= ALPHA_MIN)
         o = torch.where(visible, opac, torch.ones_like(opac))
@@ -111,12 +146,13 @@ def project_one_camera(
         visible &= (rx > radius_clip) | (ry > radius_clip)
         visible &= (u + rx > 0) & (u - rx < width) & (v + ry > 0) & (v - ry < height)
         radii = torch.stack([rx, ry], -1) * visible[:, None]
-    return dict(means2d=torch.stack([u, v], -1), depths=z, conics=conic, opacities=opac, radii=radii.long(),
-                visible=visible)  # fmt: skip
+    return dict(
+        means2d=torch.stack([u, v], -1), depths=z, conics=conic, opacities=opac, radii=radii.long(), visible=visible
+    )
 
 
 def composite_one_camera(
-    proj: dict[str, Tensor], feats: Tensor, width: int, height: int, tile_size: int, background: Optional[Tensor]
+    proj: dict[str, Tensor], feats: Tensor, width: int, height: int, tile_size: int, background: Tensor | None
 ) -> tuple[Tensor, Tensor, int]:
     """Sequential front-to-back compositing of every visible Gaussian at every pixel."""
     D = feats.shape[-1]
@@ -155,12 +191,26 @@ def composite_one_camera(
 
 
 def dense_render(
-    means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, colors: Tensor,
-    viewmats: Tensor, Ks: Tensor, width: int, height: int,
-    near_plane: float = 0.01, far_plane: float = 1e10, radius_clip: float = 0.0, eps2d: float = 0.3,
-    sh_degree: Optional[int] = None, backgrounds: Optional[Tensor] = None, render_mode: str = "RGB",
-    rasterize_mode: str = "classic", tile_size: int = 16, return_meta: bool = False,
-) -> Any:  # fmt: skip
+    means: Tensor,
+    quats: Tensor,
+    scales: Tensor,
+    opacities: Tensor,
+    colors: Tensor,
+    viewmats: Tensor,
+    Ks: Tensor,
+    width: int,
+    height: int,
+    near_plane: float = 0.01,
+    far_plane: float = 1e10,
+    radius_clip: float = 0.0,
+    eps2d: float = 0.3,
+    sh_degree: int | None = None,
+    backgrounds: Tensor | None = None,
+    render_mode: str = "RGB",
+    rasterize_mode: str = "classic",
+    tile_size: int = 16,
+    return_meta: bool = False,
+) -> Any:
     """Render like ``rasterization`` (float64, dense). See the module docstring."""
     f = lambda t: None if t is None else t.double()  # noqa: E731
     means, quats, scales, opacities, colors = f(means), f(quats), f(scales), f(opacities), f(colors)
@@ -168,9 +218,20 @@ def dense_render(
     C = viewmats.shape[0]
     projs = [
         project_one_camera(
-            means, quats, scales, opacities, viewmats[ci], Ks[ci], width, height,
-            near_plane, far_plane, radius_clip, eps2d, rasterize_mode == "antialiased",
-        )  # fmt: skip
+            means,
+            quats,
+            scales,
+            opacities,
+            viewmats[ci],
+            Ks[ci],
+            width,
+            height,
+            near_plane,
+            far_plane,
+            radius_clip,
+            eps2d,
+            rasterize_mode == "antialiased",
+        )
         for ci in range(C)
     ]
     # Composite from the stacked tensors so callers can differentiate w.r.t. meta["means2d"].
@@ -225,7 +286,9 @@ def look_at(eye: Any, target: Any = (0.0, 0.0, 0.0)) -> Tensor:
     return V
 
 
-def random_scene(seed: int, n: int = 120, width: int = 45, height: int = 37, dtype: torch.dtype = torch.float32) -> dict:
+def random_scene(
+    seed: int, n: int = 120, width: int = 45, height: int = 37, dtype: torch.dtype = torch.float32
+) -> dict:
     """Random Gaussians seen by 3 cameras, plus hand-placed awkward cases.
 
     The awkward ones: behind camera 0, between its centre and the near plane, on its z = 0
@@ -237,9 +300,13 @@ def random_scene(seed: int, n: int = 120, width: int = 45, height: int = 37, dty
     g = torch.Generator().manual_seed(seed)
     viewmats = torch.stack([look_at([0.2, -0.3, -4.0]), look_at([3.0, 1.0, -3.0]), look_at([-2.5, -2.0, 2.5])])
     Ks = torch.tensor(
-        [[[40.0, 0, 22.0], [0, 42.0, 18.0], [0, 0, 1]],
-         [[55.0, 0, 20.0], [0, 50.0, 20.5], [0, 0, 1]],
-         [[35.0, 0, 25.0], [0, 35.0, 16.0], [0, 0, 1]]], dtype=torch.float64)  # fmt: skip
+        [
+            [[40.0, 0, 22.0], [0, 42.0, 18.0], [0, 0, 1]],
+            [[55.0, 0, 20.0], [0, 50.0, 20.5], [0, 0, 1]],
+            [[35.0, 0, 25.0], [0, 35.0, 16.0], [0, 0, 1]],
+        ],
+        dtype=torch.float64,
+    )
     means = torch.randn(n, 3, generator=g, dtype=torch.float64) * 0.8
     scales = torch.exp(torch.randn(n, 3, generator=g, dtype=torch.float64) * 0.7 - 2.5)
     opacities = torch.rand(n, generator=g, dtype=torch.float64)
@@ -269,6 +336,14 @@ def random_scene(seed: int, n: int = 120, width: int = 45, height: int = 37, dty
     colors = torch.rand(n_all, 3, generator=g, dtype=torch.float64)
     cast = lambda t: t.to(dtype)  # noqa: E731
     return dict(
-        means=cast(means), quats=cast(quats), scales=cast(scales), opacities=cast(opacities),
-        sh=cast(sh), colors=cast(colors), viewmats=cast(viewmats), Ks=cast(Ks), width=width, height=height,
-    )  # fmt: skip
+        means=cast(means),
+        quats=cast(quats),
+        scales=cast(scales),
+        opacities=cast(opacities),
+        sh=cast(sh),
+        colors=cast(colors),
+        viewmats=cast(viewmats),
+        Ks=cast(Ks),
+        width=width,
+        height=height,
+    )

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -43,9 +43,16 @@ def _poison(values: Tensor, keep: Tensor) -> Tensor:
 
 
 def fully_fused_projection(
-    means: Tensor, covars: Optional[Tensor], quats: Tensor, scales: Tensor, viewmats: Tensor, Ks: Tensor,
-    width: int, height: int, **options: Any,
-) -> tuple[Tensor, Tensor, Tensor, Tensor, Optional[Tensor]]:  # fmt: skip
+    means: Tensor,
+    covars: Tensor | None,
+    quats: Tensor,
+    scales: Tensor,
+    viewmats: Tensor,
+    Ks: Tensor,
+    width: int,
+    height: int,
+    **options: Any,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor | None]:
     """``gsplat.cuda._wrapper.fully_fused_projection`` (packed=False, pinhole, quats+scales).
 
     gsplat's twin ``_fully_fused_projection`` step by step (its ``_world_to_cam``, ``_persp_proj``,
@@ -94,7 +101,7 @@ def fully_fused_projection(
     return radii, _poison(means2d, valid), _poison(depths, valid), _poison(conics, valid), comps
 
 
-def spherical_harmonics(degrees_to_use: int, dirs: Tensor, coeffs: Tensor, masks: Optional[Tensor] = None) -> Tensor:
+def spherical_harmonics(degrees_to_use: int, dirs: Tensor, coeffs: Tensor, masks: Tensor | None = None) -> Tensor:
     """``gsplat.cuda._wrapper.spherical_harmonics``: gsplat's torch twin; masked entries unwritten."""
     from gsplat.cuda._torch_impl import _spherical_harmonics
 
@@ -113,16 +120,16 @@ def isect_tiles(
     sort: bool = True,
     segmented: bool = False,
     packed: bool = False,
-    n_images: Optional[int] = None,
-    image_ids: Optional[Tensor] = None,
-    gaussian_ids: Optional[Tensor] = None,
+    n_images: int | None = None,
+    image_ids: Tensor | None = None,
+    gaussian_ids: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """``gsplat.cuda._wrapper.isect_tiles`` (packed=False): IntersectTile.cu's keys
     ``image | tile | depth bits`` emitted in Gaussian order, then a stable sort (cub's radix sort)."""
     if packed:
         raise NotImplementedError("stand-in covers packed=False")
     image_dims, N = means2d.shape[:-2], means2d.shape[-2]
-    I = math.prod(image_dims)
+    I = math.prod(image_dims)  # noqa: E741 (gsplat's name for the image count)
     xy = means2d.reshape(I * N, 2) / tile_size
     r = radii.reshape(I * N, 2).to(xy.dtype) / tile_size
     hi = torch.tensor([tile_width, tile_height], device=xy.device)
@@ -155,10 +162,20 @@ def isect_offset_encode(isect_ids: Tensor, n_images: int, tile_width: int, tile_
 
 
 def rasterize_to_pixels(
-    means2d: Tensor, conics: Tensor, colors: Tensor, opacities: Tensor, image_width: int, image_height: int,
-    tile_size: int, isect_offsets: Tensor, flatten_ids: Tensor, backgrounds: Optional[Tensor] = None,
-    masks: Optional[Tensor] = None, packed: bool = False, absgrad: bool = False,
-) -> tuple[Tensor, Tensor]:  # fmt: skip
+    means2d: Tensor,
+    conics: Tensor,
+    colors: Tensor,
+    opacities: Tensor,
+    image_width: int,
+    image_height: int,
+    tile_size: int,
+    isect_offsets: Tensor,
+    flatten_ids: Tensor,
+    backgrounds: Tensor | None = None,
+    masks: Tensor | None = None,
+    packed: bool = False,
+    absgrad: bool = False,
+) -> tuple[Tensor, Tensor]:
     """``gsplat.cuda._wrapper.rasterize_to_pixels`` (packed=False, no masks) over gsplat's lists."""
     from pointrix_lite.renderer.torch_backend.rasterize import rasterize_tiles
     from pointrix_lite.renderer.torch_backend.tiles import TileLists
@@ -175,9 +192,17 @@ def rasterize_to_pixels(
         sink = means2d.new_zeros(C * N, 2)
         means2d.absgrad = sink.view(C, N, 2)
     return rasterize_tiles(
-        means2d, conics, colors, opacities, tiles, image_width, image_height, tile_size,
-        backgrounds=backgrounds, absgrad_sink=sink,
-    )  # fmt: skip
+        means2d,
+        conics,
+        colors,
+        opacities,
+        tiles,
+        image_width,
+        image_height,
+        tile_size,
+        backgrounds=backgrounds,
+        absgrad_sink=sink,
+    )
 
 
 STAND_INS = {

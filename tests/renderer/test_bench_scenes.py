@@ -14,7 +14,6 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks/ is run from the checkout, not installed
 
 from benchmarks.scenes import check_scene, ply_scene, scene_info  # noqa: E402
-
 from pointrix_lite.io.colmap import ColmapCamera, ColmapImage, ColmapModel, write_model  # noqa: E402
 from pointrix_lite.io.ply import save_ply  # noqa: E402
 
@@ -25,10 +24,13 @@ def write_run(tmp: Path, turn_deg: float) -> tuple[str, dict, np.ndarray]:
     g = torch.Generator().manual_seed(0)
     n = 50
     params = dict(
-        means=torch.randn(n, 3, generator=g), quats=torch.randn(n, 4, generator=g),
-        scales=torch.randn(n, 3, generator=g) - 3.0, opacities=torch.randn(n, generator=g),
-        sh0=torch.randn(n, 1, 3, generator=g), shN=torch.randn(n, 3, 3, generator=g),
-    )  # fmt: skip
+        means=torch.randn(n, 3, generator=g),
+        quats=torch.randn(n, 4, generator=g),
+        scales=torch.randn(n, 3, generator=g) - 3.0,
+        opacities=torch.randn(n, generator=g),
+        sh0=torch.randn(n, 1, 3, generator=g),
+        shN=torch.randn(n, 3, 3, generator=g),
+    )
     run = tmp / "run"
     run.mkdir()
     save_ply(params, run / "point_cloud.ply")
@@ -40,7 +42,7 @@ def write_run(tmp: Path, turn_deg: float) -> tuple[str, dict, np.ndarray]:
     images = {
         i + 1: ColmapImage(i + 1, np.array([1.0, 0.0, 0.0, 0.0]), np.array([0.1 * i, 0.0, 5.0 + i]), 1, name)
         for i, name in enumerate(["a.png", "b.png", "c.png"])
-    }  # fmt: skip
+    }
     colmap = tmp / "colmap"
     write_model(ColmapModel(cams, images, np.zeros((1, 3)), np.zeros((1, 3), np.uint8), {}), colmap / "sparse" / "0")
     return f"ply:{run / 'point_cloud.ply'}@{colmap}", params, R
@@ -76,7 +78,7 @@ def test_a_trained_model_is_seen_from_the_named_view_in_its_own_frame(tmp_path: 
 
 def test_bad_names_get_one_line_reasons(tmp_path: Path) -> None:
     name, _, _ = write_run(tmp_path, turn_deg=0.0)
-    ply, colmap = name[len("ply:"):].split("@")
+    ply, colmap = name[len("ply:") :].split("@")
     assert "expected ply:PLY@COLMAP" in check_scene("ply:" + ply)
     assert "PLY file not found" in check_scene(f"ply:{tmp_path / 'missing.ply'}@{colmap}")
     assert "COLMAP folder not found" in check_scene(f"ply:{ply}@{tmp_path / 'nope'}")

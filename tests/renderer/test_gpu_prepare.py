@@ -27,7 +27,10 @@ def test_a_pending_build_is_announced_before_and_after(monkeypatch) -> None:
     lines: list[str] = []
     gsplat_backend.prepare_gsplat(lines.append)
     assert len(lines) == 2
-    assert lines[0].startswith("building gsplat's CUDA kernels (first run on this machine") and "/cache/gsplat_cuda" in lines[0]
+    assert (
+        lines[0].startswith("building gsplat's CUDA kernels (first run on this machine")
+        and "/cache/gsplat_cuda" in lines[0]
+    )
     assert lines[1].startswith("built gsplat's CUDA kernels in ")
 
 
@@ -50,7 +53,9 @@ def test_pending_build_is_the_folder_without_a_library(monkeypatch, tmp_path) ->
 
     monkeypatch.delitem(sys.modules, "gsplat.cuda._backend", raising=False)
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gsplat.csrc" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "gsplat.csrc" else real_find_spec(name, *a)
+    )
     monkeypatch.setattr(cpp, "_get_build_directory", lambda name, verbose: str(tmp_path / name))
     assert gsplat_backend._pending_gsplat_build() == str(tmp_path / "gsplat_cuda")
     (tmp_path / "gsplat_cuda").mkdir()
@@ -58,9 +63,15 @@ def test_pending_build_is_the_folder_without_a_library(monkeypatch, tmp_path) ->
     assert gsplat_backend._pending_gsplat_build() is None
 
 
-@pytest.mark.parametrize(("device", "backend", "gsplat", "native"), [
-    ("cuda", "auto", True, False), ("cuda", "gsplat", True, False), ("cpu", "auto", False, True), ("cpu", "torch", False, False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("device", "backend", "gsplat", "native"),
+    [
+        ("cuda", "auto", True, False),
+        ("cuda", "gsplat", True, False),
+        ("cpu", "auto", False, True),
+        ("cpu", "torch", False, False),
+    ],
+)
 def test_prepare_builds_only_what_the_device_needs(monkeypatch, device, backend, gsplat, native) -> None:
     from pointrix_lite.renderer import native as native_pkg
 
@@ -88,7 +99,9 @@ def test_kernels_that_do_not_compile_leave_torch_in_charge(monkeypatch) -> None:
     monkeypatch.setattr("pointrix_lite.kernels.ssim.ssim_l1", _broken_compiler)
     lines: list[str] = []
     kernels.warm_up(torch.device("cpu"), lines.append)
-    assert lines == ["Triton kernels unavailable (ptxas not found); the CUDA step uses torch's SSIM and MCMC noise instead"]
+    assert lines == [
+        "Triton kernels unavailable (ptxas not found); the CUDA step uses torch's SSIM and MCMC noise instead"
+    ]
     monkeypatch.undo()  # the real runs_on, with the failure still recorded
     monkeypatch.setattr(kernels, "_failed", "no ptxas")
     assert not kernels.runs_on(torch.device("cuda"))

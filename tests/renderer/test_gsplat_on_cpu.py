@@ -58,11 +58,30 @@ def test_projection_culls_as_the_cuda_kernel_and_leaves_culled_entries_unwritten
     opac[:5] = 0.003  # below 1/255: culled by the kernel, kept (3.33-sigma box) by gsplat's twin
     for mode in (False, True):
         radii, means2d, depths, conics, comps = fully_fused_projection(
-            s["means"], None, s["quats"], s["scales"], s["viewmats"], s["Ks"], W, H,
-            opacities=opac, calc_compensations=mode, radius_clip=1.0,
-        )  # fmt: skip
-        ours = project_gaussians(s["means"], s["quats"], s["scales"], opac, s["viewmats"], s["Ks"], W, H,
-                                 radius_clip=1.0, calc_compensations=mode)  # fmt: skip
+            s["means"],
+            None,
+            s["quats"],
+            s["scales"],
+            s["viewmats"],
+            s["Ks"],
+            W,
+            H,
+            opacities=opac,
+            calc_compensations=mode,
+            radius_clip=1.0,
+        )
+        ours = project_gaussians(
+            s["means"],
+            s["quats"],
+            s["scales"],
+            opac,
+            s["viewmats"],
+            s["Ks"],
+            W,
+            H,
+            radius_clip=1.0,
+            calc_compensations=mode,
+        )
         assert torch.equal(radii, ours.radii)
         vis = (radii > 0).all(-1)
         assert 0 < vis.sum() < vis.numel() and not vis[:, :5].any()
@@ -75,7 +94,10 @@ def test_projection_culls_as_the_cuda_kernel_and_leaves_culled_entries_unwritten
 
 CASES = {
     "rgb": ("colors", dict()),
-    "sh3-rgb+ed-background": ("sh", dict(sh_degree=3, render_mode="RGB+ED", backgrounds=torch.tensor([[0.2, 0.5, 0.9]] * 3))),
+    "sh3-rgb+ed-background": (
+        "sh",
+        dict(sh_degree=3, render_mode="RGB+ED", backgrounds=torch.tensor([[0.2, 0.5, 0.9]] * 3)),
+    ),
     "sh1-antialiased-D": ("sh", dict(sh_degree=1, rasterize_mode="antialiased", render_mode="D")),
     "sh2-absgrad-radius-clip": ("sh", dict(sh_degree=2, absgrad=True, radius_clip=1.5, render_mode="RGB+D")),
 }
@@ -126,7 +148,12 @@ def _assert_matches_native(ours: dict, scene: dict, colors_key: str, kw: dict) -
     meta, ref_meta = ours["meta"], ref["meta"]
     C, N = scene["viewmats"].shape[0], scene["means"].shape[0]
     # The packed=False meta that the renderer and the strategies read.
-    assert (meta["width"], meta["height"], meta["n_cameras"], meta["tile_size"]) == (scene["width"], scene["height"], C, 16)
+    assert (meta["width"], meta["height"], meta["n_cameras"], meta["tile_size"]) == (
+        scene["width"],
+        scene["height"],
+        C,
+        16,
+    )
     assert meta["radii"].shape == (C, N, 2) and meta["radii"].dtype == torch.int32
     assert torch.equal(meta["radii"], ref_meta["radii"])
     vis = (meta["radii"] > 0).all(-1)
@@ -185,8 +212,14 @@ class _SceneModel:
 
     def render_params(self) -> dict:
         p = self.params
-        return {"means": p["means"], "quats": p["quats"], "scales": p["scales"].exp(),
-                "opacities": p["opacities"].sigmoid(), "colors": p["sh"], "sh_degree": 3}  # fmt: skip
+        return {
+            "means": p["means"],
+            "quats": p["quats"],
+            "scales": p["scales"].exp(),
+            "opacities": p["opacities"].sigmoid(),
+            "colors": p["sh"],
+            "sh_degree": 3,
+        }
 
 
 class _Camera:
@@ -203,8 +236,16 @@ class _no_context:
 
 
 def _train_demo(exp_dir: Path, *overrides: str) -> dict:
-    cmd = [sys.executable, str(REPO / "scripts" / "train.py"), "--config", str(REPO / "configs" / "demo.yaml"),
-           "trainer.max_steps=100", "save_ckpt_after_iter=0", f"exp_dir={exp_dir}", *overrides]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(REPO / "scripts" / "train.py"),
+        "--config",
+        str(REPO / "configs" / "demo.yaml"),
+        "trainer.max_steps=100",
+        "save_ckpt_after_iter=0",
+        f"exp_dir={exp_dir}",
+        *overrides,
+    ]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads((exp_dir / "metrics.json").read_text())
@@ -268,9 +309,15 @@ def _short_run(exp_dir: Path, device: str, strategy: str = "default"):
 
     import_all()
     overrides = [
-        f"exp_dir={exp_dir}", f"device={device}", "renderer.backend=gsplat", "writers=[]", "dataset.scale=4",
-        "trainer.max_steps=60", "save_ckpt_after_iter=0", *STRATEGY_OVERRIDES[strategy],
-    ]  # fmt: skip
+        f"exp_dir={exp_dir}",
+        f"device={device}",
+        "renderer.backend=gsplat",
+        "writers=[]",
+        "dataset.scale=4",
+        "trainer.max_steps=60",
+        "save_ckpt_after_iter=0",
+        *STRATEGY_OVERRIDES[strategy],
+    ]
     cfg = load_experiment(REPO / "configs" / "demo.yaml", overrides)
     trainer = DefaultTrainer(cfg, exp_dir, cfg.device)
     n_start = trainer.model.num_gaussians

@@ -15,7 +15,6 @@ import textwrap
 import pytest
 import torch
 
-from pointrix_lite.renderer import native
 from pointrix_lite.renderer.torch_backend import rasterization_torch
 
 from .dense_reference import dense_render, look_at, random_scene
@@ -37,7 +36,10 @@ def call(fn, p: dict, colors_key: str = "colors", **kw):
 
 def run_with_grads(fn, scene: dict, colors_key: str, seed: int = 0, **kw) -> dict:
     """Render, backprop a random linear read-out of colours and alphas, return outputs and grads."""
-    p = {k: (v.detach().clone().requires_grad_(True) if torch.is_tensor(v) and k != "Ks" else v) for k, v in scene.items()}
+    p = {
+        k: (v.detach().clone().requires_grad_(True) if torch.is_tensor(v) and k != "Ks" else v)
+        for k, v in scene.items()
+    }
     colors, alphas, meta = call(fn, p, colors_key, **kw)
     meta["means2d"].retain_grad()
     g = torch.Generator().manual_seed(seed)
@@ -98,8 +100,7 @@ def test_matches_reference_all_sh_degrees(sh_degree) -> None:
 def test_render_modes_with_backgrounds_antialiased(render_mode: str) -> None:
     scene = random_scene(seed=3)
     bg = torch.tensor([[0.2, 0.5, 0.9], [1.0, 1.0, 1.0], [0.0, 0.3, 0.1]])
-    ours, ref = compare(scene, "sh", sh_degree=2, render_mode=render_mode, rasterize_mode="antialiased",
-                        backgrounds=bg)  # fmt: skip
+    ours, ref = compare(scene, "sh", sh_degree=2, render_mode=render_mode, rasterize_mode="antialiased", backgrounds=bg)
     D = ours["colors"].shape[-1]
     assert D == {"RGB": 3, "D": 1, "ED": 1, "RGB+D": 4, "RGB+ED": 4}[render_mode]
 
@@ -133,12 +134,16 @@ def opaque_stack(n: int = 80) -> dict:
     """Overlapping near-opaque Gaussians, so most pixels hit the T <= 1e-4 stop."""
     g = torch.Generator().manual_seed(11)
     return dict(
-        means=torch.randn(n, 3, generator=g) * 0.3, quats=torch.randn(n, 4, generator=g),
-        scales=0.35 * torch.rand(n, 3, generator=g).add(0.5), opacities=0.9 + 0.09 * torch.rand(n, generator=g),
+        means=torch.randn(n, 3, generator=g) * 0.3,
+        quats=torch.randn(n, 4, generator=g),
+        scales=0.35 * torch.rand(n, 3, generator=g).add(0.5),
+        opacities=0.9 + 0.09 * torch.rand(n, generator=g),
         colors=torch.rand(n, 3, generator=g),
         viewmats=torch.stack([look_at([0.0, 0.0, -3.0]), look_at([1.0, 2.0, -2.5])]).float(),
-        Ks=torch.tensor([[[30.0, 0, 17.0], [0, 30.0, 19.0], [0, 0, 1]]] * 2), width=35, height=38,
-    )  # fmt: skip
+        Ks=torch.tensor([[[30.0, 0, 17.0], [0, 30.0, 19.0], [0, 0, 1]]] * 2),
+        width=35,
+        height=38,
+    )
 
 
 def test_early_termination_and_saturated_pixels() -> None:
@@ -186,7 +191,9 @@ def test_empty_scene_renders_background() -> None:
 def test_float64_inputs_are_computed_in_float32_with_float64_grads() -> None:
     scene = random_scene(seed=5, dtype=torch.float64)
     ours = run_with_grads(rasterization_native, scene, "colors")
-    ref = run_with_grads(rasterization_native, {k: (v.float() if torch.is_tensor(v) else v) for k, v in scene.items()}, "colors")
+    ref = run_with_grads(
+        rasterization_native, {k: (v.float() if torch.is_tensor(v) else v) for k, v in scene.items()}, "colors"
+    )
     assert ours["colors"].dtype == torch.float32
     assert ours["grads"]["means"].dtype == torch.float64
     assert torch.equal(ours["colors"], ref["colors"])
@@ -231,7 +238,7 @@ THREADS_STARTED = textwrap.dedent(
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
 @pytest.mark.parametrize("policy", ["", "PASSIVE"])
-def test_native_helpers_are_torchs_threads_while_those_spin(policy: str, native_variant: str) -> None:
+def test_native_helpers_are_torchs_threads_while_those_spin(policy: str, native_variant: str) -> None:  # noqa: F811 (the fixture, by name)
     """torch's OpenMP workers spin between ops unless OMP_WAIT_POLICY=PASSIVE; the native stages
     then run on them (helpers of their own would share the cores with the spinning ones), and
     otherwise on a pool of their own (bindings.cpp, pool.h)."""
@@ -241,8 +248,9 @@ def test_native_helpers_are_torchs_threads_while_those_spin(policy: str, native_
     if policy:
         env["OMP_WAIT_POLICY"] = policy
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = subprocess.run([sys.executable, "-c", THREADS_STARTED], env=env, cwd=repo, capture_output=True,
-                         text=True, timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", THREADS_STARTED], env=env, cwd=repo, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     started = int(out.stdout.strip().splitlines()[-1])
     assert started == (1 if policy else 0), f"OMP_WAIT_POLICY={policy!r}: the native stages started {started} threads"
@@ -270,7 +278,7 @@ def test_evaluation_counter_and_argument_errors() -> None:
         call(rasterization_native, scene, render_mode="RGBD")
 
 
-def test_unavailable_build_is_reported_not_raised(native_variant: str) -> None:
+def test_unavailable_build_is_reported_not_raised(native_variant: str) -> None:  # noqa: F811 (the fixture, by name)
     if native_variant != "native":
         pytest.skip("a subprocess that never loads a variant: once is enough")
     code = textwrap.dedent(

@@ -63,8 +63,12 @@ def test_neon_kernels_under_qemu_match_every_x86_variant(aarch64_build) -> None:
     driver = link_driver([out / f"{Path(k).stem}.o" for k in KERNELS], out / "native_driver")
     scene = scene_io.make_scene(seed=29)
     scene_io.write_input(scene, out / "scene.bin")
-    proc = subprocess.run([QEMU, str(driver), str(out / "scene.bin"), str(out / "result.bin")], capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [QEMU, str(driver), str(out / "scene.bin"), str(out / "result.bin")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, f"qemu-aarch64 native_driver failed ({proc.returncode}):\n{proc.stderr}"
     arm = scene_io.read_output(out / "result.bin")
     assert arm["alphas"].max() > 0.5 and (arm["alphas"] > 0.999).any(), "scene too empty to test anything"

@@ -27,8 +27,11 @@ def pixel_gaussians(uv: torch.Tensor, z: torch.Tensor, sigma_px: torch.Tensor, f
     seen by a camera at the origin looking along +z with focal ``f`` and principal point (c, c)."""
     xy = (uv - c) * z[:, None] / f
     s = sigma_px * z / f
-    return dict(means=torch.cat([xy, z[:, None]], 1), scales=torch.stack([s, s, 0.1 * s], 1),
-                quats=torch.tensor([[1.0, 0.0, 0.0, 0.0]]).repeat(len(z), 1))  # fmt: skip
+    return dict(
+        means=torch.cat([xy, z[:, None]], 1),
+        scales=torch.stack([s, s, 0.1 * s], 1),
+        quats=torch.tensor([[1.0, 0.0, 0.0, 0.0]]).repeat(len(z), 1),
+    )
 
 
 def holed_wall_scene(wall_opacity: float = 0.98) -> dict:
@@ -42,21 +45,26 @@ def holed_wall_scene(wall_opacity: float = 0.98) -> dict:
     grid = torch.stack([xs.flatten(), ys.flatten() + 8.0], 1)  # image rows 8..24 of a 32x32 frame, cropped below
     hole = (grid[:, 0] > 2) & (grid[:, 0] < 10) & (grid[:, 1] - 8.0 > 2) & (grid[:, 1] - 8.0 < 10)
     wall = grid[~hole]
-    layers = [pixel_gaussians(wall, torch.full((len(wall),), z), torch.full((len(wall),), 1.0), f, c)
-              for z in (2.0, 2.1, 2.2)]  # fmt: skip
+    layers = [
+        pixel_gaussians(wall, torch.full((len(wall),), z), torch.full((len(wall),), 1.0), f, c) for z in (2.0, 2.1, 2.2)
+    ]
     n_back = 300
     back_uv = torch.rand(n_back, 2, generator=g) * torch.tensor([32.0, 16.0]) + torch.tensor([0.0, 8.0])
-    back = pixel_gaussians(back_uv, 3.0 + 2.0 * torch.rand(n_back, generator=g),
-                           1.0 + 3.0 * torch.rand(n_back, generator=g), f, c)  # fmt: skip
+    back = pixel_gaussians(
+        back_uv, 3.0 + 2.0 * torch.rand(n_back, generator=g), 1.0 + 3.0 * torch.rand(n_back, generator=g), f, c
+    )
     parts = layers + [back]
     n_wall = 3 * len(wall)
     opacities = torch.cat([torch.full((n_wall,), wall_opacity), 0.2 + 0.5 * torch.rand(n_back, generator=g)])
     return dict(
         **{k: torch.cat([p[k] for p in parts]) for k in ("means", "scales", "quats")},
-        opacities=opacities, colors=torch.rand(n_wall + n_back, 3, generator=g),
-        viewmats=torch.eye(4)[None], Ks=torch.tensor([[[f, 0.0, c], [0.0, f, c - 8.0], [0.0, 0.0, 1.0]]]),
-        width=32, height=16,
-    )  # fmt: skip
+        opacities=opacities,
+        colors=torch.rand(n_wall + n_back, 3, generator=g),
+        viewmats=torch.eye(4)[None],
+        Ks=torch.tensor([[[f, 0.0, c], [0.0, f, c - 8.0], [0.0, 0.0, 1.0]]]),
+        width=32,
+        height=16,
+    )
 
 
 def test_a_block_still_blending_sees_the_gaussians_of_later_chunks() -> None:
@@ -87,12 +95,16 @@ def cube(seed: int, n: int, size: int) -> dict:
 
     g = torch.Generator().manual_seed(seed)
     return dict(
-        means=torch.rand(n, 3, generator=g) * 2 - 1, quats=torch.randn(n, 4, generator=g),
-        scales=torch.exp(torch.randn(n, 3, generator=g) * 0.3 - 3.2), opacities=torch.rand(n, generator=g),
-        colors=torch.rand(n, 3, generator=g), viewmats=look_at([0.0, 0.0, -3.0])[None].float(),
+        means=torch.rand(n, 3, generator=g) * 2 - 1,
+        quats=torch.randn(n, 4, generator=g),
+        scales=torch.exp(torch.randn(n, 3, generator=g) * 0.3 - 3.2),
+        opacities=torch.rand(n, generator=g),
+        colors=torch.rand(n, 3, generator=g),
+        viewmats=look_at([0.0, 0.0, -3.0])[None].float(),
         Ks=torch.tensor([[[size * 0.9, 0.0, size / 2], [0.0, size * 0.9, size / 2], [0.0, 0.0, 1.0]]]),
-        width=size, height=size,
-    )  # fmt: skip
+        width=size,
+        height=size,
+    )
 
 
 def test_results_do_not_depend_on_what_an_earlier_render_left_behind() -> None:

@@ -17,8 +17,8 @@ import torch
 
 from .dense_reference import dense_render
 from .native_required import require_native
-from .variants import native_variant  # noqa: F401 (autouse: every test runs once per build variant)
 from .test_native import ARGS, assert_forward_close, assert_grad_close, run_with_grads
+from .variants import native_variant  # noqa: F401 (autouse: every test runs once per build variant)
 
 require_native(allow_module_level=True)
 
@@ -74,8 +74,9 @@ def reachable_tiles(meta: dict) -> torch.Tensor:
     """[C, N] tiles where the Gaussian's alpha reaches 1/255 at some pixel centre, in float64
     from the projected means2d / conics / opacities (the pairs culling must keep)."""
     ts, W, H = meta["tile_size"], meta["width"], meta["height"]
-    py, px = torch.meshgrid(torch.arange(H, dtype=torch.float64) + 0.5, torch.arange(W, dtype=torch.float64) + 0.5,
-                            indexing="ij")  # fmt: skip
+    py, px = torch.meshgrid(
+        torch.arange(H, dtype=torch.float64) + 0.5, torch.arange(W, dtype=torch.float64) + 0.5, indexing="ij"
+    )
     m, con = meta["means2d"].detach().double(), meta["conics"].detach().double()
     opac = meta["opacities"].detach().double()
     out = torch.zeros(m.shape[:2], dtype=torch.long)
@@ -150,8 +151,9 @@ def wide_scene() -> dict:
     """A 512x128 view (32x8 tiles of 16 px) whose radius boxes take every path of the tile test:
     needles lying almost along x span more than 16 tiles in a row (tested in row segments), a round
     blob's box holds 17-64 tiles and one long needle's more than 64 (tested a few rows at a time)."""
-    scene = thin_scene(128, [(0.0, 0.0, 1.5, 8.0, 0.6), (0.5, 0.2, 1.2, -5.0, 0.05), (-0.6, -0.1, 0.9, 35.0, 0.9)],
-                       n_background=20)  # fmt: skip
+    scene = thin_scene(
+        128, [(0.0, 0.0, 1.5, 8.0, 0.6), (0.5, 0.2, 1.2, -5.0, 0.05), (-0.6, -0.1, 0.9, 35.0, 0.9)], n_background=20
+    )
     blob = dict(means=[[0.8, -0.3, 3.0]], quats=[[1.0, 0.0, 0.0, 0.0]], scales=[[0.3, 0.3, 0.3]], opacities=[0.5])
     for k, v in blob.items():
         scene[k] = torch.cat([scene[k], torch.tensor(v)])
@@ -226,10 +228,12 @@ def reachable_blocks(meta: dict, slack: bool, bw: int = 4, bh: int = 4) -> int:
     continuous rectangle) comes within the culling's level ln(255 o) + 1e-4 (1 + |ln(255 o)|) plus its
     float allowance."""
     W, H = meta["width"], meta["height"]
-    py, px = torch.meshgrid(torch.arange(H, dtype=torch.float64) + 0.5, torch.arange(W, dtype=torch.float64) + 0.5,
-                            indexing="ij")  # fmt: skip
-    by, bx = torch.meshgrid(torch.arange(0, H, bh, dtype=torch.float64), torch.arange(0, W, bw, dtype=torch.float64),
-                            indexing="ij")  # fmt: skip
+    py, px = torch.meshgrid(
+        torch.arange(H, dtype=torch.float64) + 0.5, torch.arange(W, dtype=torch.float64) + 0.5, indexing="ij"
+    )
+    by, bx = torch.meshgrid(
+        torch.arange(0, H, bh, dtype=torch.float64), torch.arange(0, W, bw, dtype=torch.float64), indexing="ij"
+    )
     m, con = meta["means2d"].detach().double(), meta["conics"].detach().double()
     opac = meta["opacities"].detach().double()
     total = 0
@@ -241,7 +245,10 @@ def reachable_blocks(meta: dict, slack: bool, bw: int = 4, bh: int = 4) -> int:
             dyl, dyh = m[0, g, 1] - (by + bh - 0.5), m[0, g, 1] - (by + 0.5)
             lowest = _rect_min_sigma(a, b, c, dxl, dxh, dyl, dyh)
             # Reach's float allowance (2 kReachSlack = 4e-5 of the terms' magnitude), generously bounded
-            far = torch.stack([d.abs() for d in (dxl, dxh)]).max(0).values, torch.stack([d.abs() for d in (dyl, dyh)]).max(0).values
+            far = (
+                torch.stack([d.abs() for d in (dxl, dxh)]).max(0).values,
+                torch.stack([d.abs() for d in (dyl, dyh)]).max(0).values,
+            )
             terms = 0.5 * (abs(a) * far[0] ** 2 + abs(c) * far[1] ** 2) + abs(b) * far[0] * far[1]
             total += int((lowest <= level + 1e-4 * (1 + abs(level)) + 4e-5 * terms + 1e-6).sum())
         else:
@@ -251,7 +258,7 @@ def reachable_blocks(meta: dict, slack: bool, bw: int = 4, bh: int = 4) -> int:
     return total
 
 
-def test_the_16px_path_evaluates_only_the_4x4_blocks_a_gaussian_reaches(native_variant: str) -> None:
+def test_the_16px_path_evaluates_only_the_4x4_blocks_a_gaussian_reaches(native_variant: str) -> None:  # noqa: F811 (the fixture, by name)
     """The 16-px tile path sweeps 4x4-pixel blocks (one 16-lane vector each) and visits, per
     (Gaussian, tile), only the blocks where its alpha can reach 1/255: n_evaluations is 16 per
     visited block, so it must lie between 16x the blocks a float64 evaluation finds reachable and
@@ -299,12 +306,14 @@ def test_a_pixel_at_the_edge_of_the_reach_level_blends_iff_its_alpha_does(margin
         width=size,
         height=size,
     )
-    _, _, meta = rasterization_native(*(scene[k] for k in ARGS), scene["colors"], scene["viewmats"], scene["Ks"],
-                                      size, size)  # fmt: skip
+    _, _, meta = rasterization_native(
+        *(scene[k] for k in ARGS), scene["colors"], scene["viewmats"], scene["Ks"], size, size
+    )
     (mx, my), (a, b, c) = meta["means2d"][0, 0].double().tolist(), meta["conics"][0, 0].double().tolist()
     assert 11.0 < mx < 13.0 and 8.0 < my < 9.0  # the layout the docstring describes
-    ys, xs = torch.meshgrid(torch.arange(size, dtype=torch.float64) + 0.5, torch.arange(size, dtype=torch.float64) + 0.5,
-                            indexing="ij")  # fmt: skip
+    ys, xs = torch.meshgrid(
+        torch.arange(size, dtype=torch.float64) + 0.5, torch.arange(size, dtype=torch.float64) + 0.5, indexing="ij"
+    )
     dx, dy = mx - xs, my - ys
     sigma = 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy
     tile1 = sigma[:16, 16:]
@@ -313,7 +322,9 @@ def test_a_pixel_at_the_edge_of_the_reach_level_blends_iff_its_alpha_does(margin
     opacity = math.exp(float(sigma[y, x])) * (1.0 + margin) / 255.0
     assert 0.0 < opacity < 1.0
     scene["opacities"] = torch.tensor([opacity])
-    native = rasterization_native(*(scene[k] for k in ARGS), scene["colors"], scene["viewmats"], scene["Ks"], size, size)
+    native = rasterization_native(
+        *(scene[k] for k in ARGS), scene["colors"], scene["viewmats"], scene["Ks"], size, size
+    )
     ref = rasterization_torch(*(scene[k] for k in ARGS), scene["colors"], scene["viewmats"], scene["Ks"], size, size)
     alpha_native, alpha_ref = float(native[1][0, y, x, 0]), float(ref[1][0, y, x, 0])
     if margin > 0:

@@ -33,7 +33,9 @@ def _env(ext_dir: Path | None) -> dict[str, str]:
 def test_build_pending_tells_a_cold_cache_from_a_warm_one(tmp_path):
     # this process already loaded the extension from the usual cache, so that cache is warm
     warm = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=_env(None), timeout=120)
-    cold = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=_env(tmp_path), timeout=120)
+    cold = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, env=_env(tmp_path), timeout=120
+    )
     assert (warm.returncode, cold.returncode) == (0, 0), warm.stderr + cold.stderr
     assert warm.stdout.strip() == "False"
     assert cold.stdout.strip() == "True"
@@ -42,8 +44,14 @@ def test_build_pending_tells_a_cold_cache_from_a_warm_one(tmp_path):
 
 def _train(cfg: Path, ext_dir: Path) -> tuple[list[tuple[float, str]], int]:
     """Run train.py; every stdout line with the wall-clock time it arrived."""
-    proc = subprocess.Popen(train_cmd("--config", str(cfg)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=_env(ext_dir), cwd=REPO)
+    proc = subprocess.Popen(
+        train_cmd("--config", str(cfg)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(ext_dir),
+        cwd=REPO,
+    )
     lines = [(time.time(), line.rstrip("\n")) for line in proc.stdout]
     return lines, proc.wait(timeout=600)
 

@@ -22,7 +22,9 @@ def test_target_flags_come_from_the_compilers_macros() -> None:
         assert {"avx", "avx2", "fma", "bmi2", "sse4_2"} <= set(v3) and not any(f.startswith("avx512") for f in v3)
         assert {"avx512f", "avx512bw", "avx512vl"} <= set(cpu_check.target_flags("x86-64-v4"))
     assert cpu_check.target_flags("scalar") == ()
-    with pytest.raises(ValueError, match=r"^POINTRIX_NATIVE_ARCH=no-such-cpu: the compiler rejects -march=no-such-cpu: "):
+    with pytest.raises(
+        ValueError, match=r"^POINTRIX_NATIVE_ARCH=no-such-cpu: the compiler rejects -march=no-such-cpu: "
+    ):
         cpu_check.target_flags("no-such-cpu")
 
 
@@ -61,7 +63,9 @@ def test_a_failed_build_is_remembered_until_the_compiler_changes(monkeypatch, tm
     version = ["g++ 12.2"]
     monkeypatch.setattr(_build, "_compiler_version", lambda: version[0])
     first = _build._build_variant("x86-64-v3")
-    assert first.startswith("POINTRIX_NATIVE_ARCH=x86-64-v3: could not build the native rasterizer: RuntimeError: cc1plus")
+    assert first.startswith(
+        "POINTRIX_NATIVE_ARCH=x86-64-v3: could not build the native rasterizer: RuntimeError: cc1plus"
+    )
     again = _build._build_variant("x86-64-v3")  # a later run: no compile, the same reason, and how to retry
     assert len(compiles) == 1 and again.startswith(first) and "remembered from an earlier run" in again
     version[0] = "g++ 13.1"  # a new compiler: tried again
@@ -80,7 +84,9 @@ def test_asking_for_the_extension_is_an_error_and_auto_says_why_it_falls_back(mo
     monkeypatch.setattr(native, "unavailable_reason", lambda: "could not build the native rasterizer: no c++")
     monkeypatch.setattr(native, "prepare", lambda announce: False)
     monkeypatch.delenv(_build.ARCH_ENV, raising=False)
-    with pytest.raises(ConfigError, match=r"^renderer.backend: native, but the native rasterizer is unavailable \(could not"):
+    with pytest.raises(
+        ConfigError, match=r"^renderer.backend: native, but the native rasterizer is unavailable \(could not"
+    ):
         GaussianRenderer(GaussianRenderer.Config(backend="native")).prepare("cpu", announce=print)
     monkeypatch.setenv(_build.ARCH_ENV, "x86-64-v4")  # a target was asked for: no fallback under auto either
     with pytest.raises(ConfigError):

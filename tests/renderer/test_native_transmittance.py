@@ -44,9 +44,11 @@ def axis_stack(o1: float, o2: float, n_behind: int = 150) -> dict:
         scales=torch.full((n, 3), 0.1),  # ~2 px wide: the neighbours see smaller alphas
         opacities=torch.cat([torch.tensor([o1, o2]), torch.full((n_behind,), 0.99)]),
         colors=torch.rand(n, 3, generator=g),
-        viewmats=torch.eye(4)[None], Ks=torch.tensor([[[F, 0.0, C], [0.0, F, C], [0.0, 0.0, 1.0]]]),
-        width=32, height=32,
-    )  # fmt: skip
+        viewmats=torch.eye(4)[None],
+        Ks=torch.tensor([[[F, 0.0, C], [0.0, F, C], [0.0, 0.0, 1.0]]]),
+        width=32,
+        height=32,
+    )
 
 
 def gsplat_replay(opacities: np.ndarray) -> tuple[np.float32, int]:
@@ -75,8 +77,9 @@ def test_stop_at_exactly_the_threshold_is_decided_as_gsplat(case: str) -> None:
 
     colors, alphas, meta = rasterization_native(
         *(scene[k] for k in ("means", "quats", "scales", "opacities", "colors", "viewmats", "Ks")),
-        scene["width"], scene["height"],
-    )  # fmt: skip
+        scene["width"],
+        scene["height"],
+    )
     assert torch.isfinite(colors).all() and torch.isfinite(alphas).all()
     # alphas are 1 - T: the pixel's T bit for bit, that of its last blended Gaussian
     assert alphas[0, 16, 16, 0].item() == np.float32(np.float32(1.0) - want_T)

@@ -34,8 +34,15 @@ def render_all(scene: dict, colors_key: str, **kw) -> dict:
             _build.use_module(load(variant))
             for tile in (16, 8):
                 colors, alphas, _ = rasterization_native(
-                    *(scene[k] for k in ARGS), scene[colors_key], scene["viewmats"], scene["Ks"], scene["width"],
-                    scene["height"], tile_size=tile, **kw)  # fmt: skip
+                    *(scene[k] for k in ARGS),
+                    scene[colors_key],
+                    scene["viewmats"],
+                    scene["Ks"],
+                    scene["width"],
+                    scene["height"],
+                    tile_size=tile,
+                    **kw,
+                )
                 out[(variant, tile)] = (colors, alphas)
     finally:
         _build.use_module(previous)

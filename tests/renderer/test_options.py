@@ -80,7 +80,9 @@ def test_the_renderer_config_refuses_by_the_same_rules(options, key, problem) ->
 def test_the_renderer_config_hands_its_keys_to_the_options() -> None:
     from pointrix_lite.renderer.renderer import GaussianRenderer
 
-    config = GaussianRenderer.Config(backend="torch", eps2d=0.1, tile_size=8, absgrad=True, rasterize_mode="antialiased")
+    config = GaussianRenderer.Config(
+        backend="torch", eps2d=0.1, tile_size=8, absgrad=True, rasterize_mode="antialiased"
+    )
     assert config.options(40, 30, sh_degree=3) == RasterOptions(
         40, 30, eps2d=0.1, tile_size=8, absgrad=True, rasterize_mode="antialiased", sh_degree=3
     )

@@ -20,8 +20,8 @@ from pointrix_lite.renderer.torch_backend.projection import project_gaussians
 from pointrix_lite.renderer.torch_backend.sh import sh_to_color
 from pointrix_lite.renderer.torch_backend.tiles import intersect_tiles
 
-from .dense_reference import dense_render, look_at, random_scene
 from .cuda_required import ON_CUDA, needs_cuda
+from .dense_reference import dense_render, look_at, random_scene
 from .native_required import require_native
 
 # The package re-exports the function under the module's name; the module itself holds the dispatch state.
@@ -31,13 +31,29 @@ ARGS = ("means", "quats", "scales", "opacities")
 
 
 def render(scene: dict, colors: torch.Tensor, **kw):
-    return rasterization(*(scene[k] for k in ARGS), colors, scene["viewmats"], scene["Ks"],
-                         scene["width"], scene["height"], backend="torch", **kw)  # fmt: skip
+    return rasterization(
+        *(scene[k] for k in ARGS),
+        colors,
+        scene["viewmats"],
+        scene["Ks"],
+        scene["width"],
+        scene["height"],
+        backend="torch",
+        **kw,
+    )
 
 
 def reference(scene: dict, colors: torch.Tensor, **kw):
-    return dense_render(*(scene[k] for k in ARGS), colors, scene["viewmats"], scene["Ks"],
-                        scene["width"], scene["height"], return_meta=True, **kw)  # fmt: skip
+    return dense_render(
+        *(scene[k] for k in ARGS),
+        colors,
+        scene["viewmats"],
+        scene["Ks"],
+        scene["width"],
+        scene["height"],
+        return_meta=True,
+        **kw,
+    )
 
 
 def assert_meta_matches(meta: dict, ref_meta: dict, rtol: float) -> None:
@@ -73,8 +89,16 @@ def test_culling_planes_and_radius_clip_match_dense_reference(backend: str) -> N
         require_native()
     scene = random_scene(seed=5)
     kw = dict(sh_degree=3, near_plane=0.5, far_plane=8.0, radius_clip=1.5)
-    colors, alphas, meta = rasterization(*(scene[k] for k in ARGS), scene["sh"], scene["viewmats"], scene["Ks"],
-                                         scene["width"], scene["height"], backend=backend, **kw)  # fmt: skip
+    colors, alphas, meta = rasterization(
+        *(scene[k] for k in ARGS),
+        scene["sh"],
+        scene["viewmats"],
+        scene["Ks"],
+        scene["width"],
+        scene["height"],
+        backend=backend,
+        **kw,
+    )
     ref_colors, ref_alphas, ref_meta = reference(scene, scene["sh"], **kw)
     _, _, default_meta = reference(scene, scene["sh"], sh_degree=3)
     assert not torch.equal(ref_meta["radii"], default_meta["radii"]), "options must change what is culled"
@@ -116,11 +140,19 @@ def test_feature_colors_float32(per_camera: bool) -> None:
 def test_single_gaussian_worked_example_from_docs() -> None:
     """docs/rasterizer.md's example, checked against the closed form."""
     colors, alphas, meta = rasterization(
-        torch.tensor([[0.0, 0.0, 2.0]]), torch.tensor([[1.0, 0.0, 0.0, 0.0]]), torch.tensor([[0.1, 0.05, 0.05]]),
-        torch.tensor([0.8]), torch.tensor([[1.0, 0.5, 0.0]]), torch.eye(4)[None],
-        torch.tensor([[[40.0, 0.0, 16.0], [0.0, 40.0, 12.0], [0.0, 0.0, 1.0]]]), 32, 24,
-        backgrounds=torch.zeros(1, 3), render_mode="RGB+ED", backend="torch",
-    )  # fmt: skip
+        torch.tensor([[0.0, 0.0, 2.0]]),
+        torch.tensor([[1.0, 0.0, 0.0, 0.0]]),
+        torch.tensor([[0.1, 0.05, 0.05]]),
+        torch.tensor([0.8]),
+        torch.tensor([[1.0, 0.5, 0.0]]),
+        torch.eye(4)[None],
+        torch.tensor([[[40.0, 0.0, 16.0], [0.0, 40.0, 12.0], [0.0, 0.0, 1.0]]]),
+        32,
+        24,
+        backgrounds=torch.zeros(1, 3),
+        render_mode="RGB+ED",
+        backend="torch",
+    )
     var_x, var_y = (40 * 0.1 / 2) ** 2 + 0.3, (40 * 0.05 / 2) ** 2 + 0.3  # projected variances + eps2d
     extend = min(3.33, math.sqrt(2 * math.log(0.8 * 255)))
     assert meta["radii"][0, 0].tolist() == [math.ceil(extend * math.sqrt(var_x)), math.ceil(extend * math.sqrt(var_y))]
@@ -149,13 +181,16 @@ def opaque_stack(n: int = 60, dtype: torch.dtype = torch.float64) -> dict:
     g = torch.Generator().manual_seed(11)
     means = torch.randn(n, 3, generator=g, dtype=dtype) * 0.3
     return dict(
-        means=means, quats=torch.randn(n, 4, generator=g, dtype=dtype),
+        means=means,
+        quats=torch.randn(n, 4, generator=g, dtype=dtype),
         scales=torch.full((n, 3), 0.35, dtype=dtype) * torch.rand(n, 3, generator=g, dtype=dtype).add(0.5),
         opacities=0.9 + 0.09 * torch.rand(n, generator=g, dtype=dtype),
         sh=torch.randn(n, 16, 3, generator=g, dtype=dtype) * 0.3,
         viewmats=torch.stack([look_at([0.0, 0.0, -3.0]), look_at([1.0, 2.0, -2.5])]).to(dtype),
-        Ks=torch.tensor([[[30.0, 0, 17.0], [0, 30.0, 19.0], [0, 0, 1]]] * 2, dtype=dtype), width=35, height=38,
-    )  # fmt: skip
+        Ks=torch.tensor([[[30.0, 0, 17.0], [0, 30.0, 19.0], [0, 0, 1]]] * 2, dtype=dtype),
+        width=35,
+        height=38,
+    )
 
 
 @pytest.mark.parametrize("pair_budget", [None, 256 * 7, 256 * 3 * 64])
@@ -164,8 +199,16 @@ def test_early_stop_and_list_segments(pair_budget) -> None:
     scene = opaque_stack()
     kw = dict(sh_degree=1, render_mode="RGB+D")
     extra = {} if pair_budget is None else {"pair_budget": pair_budget}
-    colors, alphas, _ = rasterization_torch(*(scene[k] for k in ARGS), scene["sh"], scene["viewmats"], scene["Ks"],
-                                            scene["width"], scene["height"], **kw, **extra)  # fmt: skip
+    colors, alphas, _ = rasterization_torch(
+        *(scene[k] for k in ARGS),
+        scene["sh"],
+        scene["viewmats"],
+        scene["Ks"],
+        scene["width"],
+        scene["height"],
+        **kw,
+        **extra,
+    )
     ref_colors, ref_alphas, ref_meta = reference(scene, scene["sh"], **kw)
     assert 300 < ref_meta["n_stopped_pixels"] < 2 * 35 * 38, "the scene must exercise the early stop"
     torch.testing.assert_close(colors, ref_colors, rtol=1e-10, atol=1e-10)
@@ -183,17 +226,32 @@ def grads_of(fn, inputs: dict, weights: tuple) -> dict:
 def test_gradients_match_dense_reference(rasterize_mode: str) -> None:
     scene = random_scene(seed=5, dtype=torch.float64)
     g = torch.Generator().manual_seed(2)
-    weights = (torch.randn(3, 37, 45, 4, generator=g, dtype=torch.float64), torch.randn(3, 37, 45, 1, generator=g, dtype=torch.float64))
+    weights = (
+        torch.randn(3, 37, 45, 4, generator=g, dtype=torch.float64),
+        torch.randn(3, 37, 45, 1, generator=g, dtype=torch.float64),
+    )
     inputs = {k: scene[k] for k in ARGS + ("sh",)}
     kw = dict(sh_degree=3, render_mode="RGB+ED", rasterize_mode=rasterize_mode)
 
     def ours(p):
-        return rasterization(p["means"], p["quats"], p["scales"], p["opacities"], p["sh"], scene["viewmats"],
-                             scene["Ks"], 45, 37, backend="torch", **kw)  # fmt: skip
+        return rasterization(
+            p["means"],
+            p["quats"],
+            p["scales"],
+            p["opacities"],
+            p["sh"],
+            scene["viewmats"],
+            scene["Ks"],
+            45,
+            37,
+            backend="torch",
+            **kw,
+        )
 
     def ref(p):
-        return dense_render(p["means"], p["quats"], p["scales"], p["opacities"], p["sh"], scene["viewmats"],
-                            scene["Ks"], 45, 37, **kw)  # fmt: skip
+        return dense_render(
+            p["means"], p["quats"], p["scales"], p["opacities"], p["sh"], scene["viewmats"], scene["Ks"], 45, 37, **kw
+        )
 
     got, want = grads_of(ours, inputs, weights), grads_of(ref, inputs, weights)
     for k in inputs:
@@ -216,16 +274,24 @@ def smooth_scene() -> dict:
         sh=torch.randn(n, 16, 3, generator=g, dtype=d) * 0.3,
         viewmats=torch.stack([look_at([0.0, 0.0, -3.0]), look_at([0.8, -0.5, -2.8])]),
         Ks=torch.tensor([[[20.0, 0, 10.0], [0, 20.0, 7.0], [0, 0, 1]]] * 2, dtype=d),
-        width=20, height=14,
-    )  # fmt: skip
+        width=20,
+        height=14,
+    )
 
 
 @pytest.mark.parametrize(
     "wrt, color_key, mode",
-    [("means", "sh", "classic"), ("quats", "sh", "classic"), ("scales", "sh", "classic"),
-     ("opacities", "colors", "classic"), ("colors", "colors", "classic"), ("sh", "sh", "classic"),
-     ("scales", "colors", "antialiased"), ("means", "colors", "antialiased")],
-)  # fmt: skip
+    [
+        ("means", "sh", "classic"),
+        ("quats", "sh", "classic"),
+        ("scales", "sh", "classic"),
+        ("opacities", "colors", "classic"),
+        ("colors", "colors", "classic"),
+        ("sh", "sh", "classic"),
+        ("scales", "colors", "antialiased"),
+        ("means", "colors", "antialiased"),
+    ],
+)
 def test_gradcheck(wrt: str, color_key: str, mode: str) -> None:
     scene = smooth_scene()
     g = torch.Generator().manual_seed(9)
@@ -234,9 +300,18 @@ def test_gradcheck(wrt: str, color_key: str, mode: str) -> None:
 
     def f(x: torch.Tensor) -> torch.Tensor:
         p = {**scene, wrt: x}
-        colors, alphas, _ = rasterization(*(p[k] for k in ARGS), p[color_key], p["viewmats"], p["Ks"], 20, 14,
-                                          sh_degree=sh_degree, render_mode="RGB+D", rasterize_mode=mode,
-                                          backend="torch")  # fmt: skip
+        colors, alphas, _ = rasterization(
+            *(p[k] for k in ARGS),
+            p[color_key],
+            p["viewmats"],
+            p["Ks"],
+            20,
+            14,
+            sh_degree=sh_degree,
+            render_mode="RGB+D",
+            rasterize_mode=mode,
+            backend="torch",
+        )
         assert alphas.min() > 0.1, "scene must cover every pixel"
         out = torch.cat([colors, alphas], dim=-1)
         return (proj * out).flatten(1).sum(-1)
@@ -248,21 +323,43 @@ def test_gradcheck(wrt: str, color_key: str, mode: str) -> None:
 
 def test_absgrad_is_sum_of_per_pixel_absolute_gradients() -> None:
     scene = random_scene(seed=8, n=10, dtype=torch.float64)
-    scene["viewmats"], scene["Ks"] = scene["viewmats"][:1], scene["Ks"][:1] * torch.tensor([[0.45], [0.45], [1.0]], dtype=torch.float64)
+    scene["viewmats"], scene["Ks"] = (
+        scene["viewmats"][:1],
+        scene["Ks"][:1] * torch.tensor([[0.45], [0.45], [1.0]], dtype=torch.float64),
+    )
     g = torch.Generator().manual_seed(5)
     w = torch.randn(1, 18, 21, 3, generator=g, dtype=torch.float64)
     v = torch.randn(1, 18, 21, 1, generator=g, dtype=torch.float64)
     means = scene["means"].clone().requires_grad_(True)
-    colors, alphas, meta = rasterization(means, *(scene[k] for k in ARGS[1:]), scene["sh"], scene["viewmats"],
-                                         scene["Ks"], 21, 18, sh_degree=2, absgrad=True, backend="torch")  # fmt: skip
+    colors, alphas, meta = rasterization(
+        means,
+        *(scene[k] for k in ARGS[1:]),
+        scene["sh"],
+        scene["viewmats"],
+        scene["Ks"],
+        21,
+        18,
+        sh_degree=2,
+        absgrad=True,
+        backend="torch",
+    )
     means2d = meta["means2d"]
     assert not means2d.is_leaf
     means2d.retain_grad()
     ((colors * w).sum() + (alphas * v).sum()).backward()
 
     ref_means = scene["means"].clone().requires_grad_(True)
-    ref_c, ref_a, ref_meta = dense_render(ref_means, *(scene[k] for k in ARGS[1:]), scene["sh"], scene["viewmats"],
-                                          scene["Ks"], 21, 18, sh_degree=2, return_meta=True)  # fmt: skip
+    ref_c, ref_a, ref_meta = dense_render(
+        ref_means,
+        *(scene[k] for k in ARGS[1:]),
+        scene["sh"],
+        scene["viewmats"],
+        scene["Ks"],
+        21,
+        18,
+        sh_degree=2,
+        return_meta=True,
+    )
     per_pixel = ((ref_c * w).sum(-1, keepdim=True) + ref_a * v).reshape(-1)
     ref_m2d = ref_meta["means2d"]
     expected_abs = torch.zeros_like(ref_m2d)
@@ -284,9 +381,18 @@ def test_absgrad_is_sum_of_per_pixel_absolute_gradients() -> None:
 def test_culled_gaussians_get_zero_finite_gradients() -> None:
     scene = random_scene(seed=2)
     params = {k: scene[k].clone().requires_grad_(True) for k in ARGS + ("sh",)}
-    colors, alphas, meta = rasterization(*(params[k] for k in ARGS), params["sh"], scene["viewmats"], scene["Ks"],
-                                         45, 37, sh_degree=3, render_mode="RGB+ED", rasterize_mode="antialiased",
-                                         backend="torch")  # fmt: skip
+    colors, alphas, meta = rasterization(
+        *(params[k] for k in ARGS),
+        params["sh"],
+        scene["viewmats"],
+        scene["Ks"],
+        45,
+        37,
+        sh_degree=3,
+        render_mode="RGB+ED",
+        rasterize_mode="antialiased",
+        backend="torch",
+    )
     (colors.sum() + alphas.sum()).backward()
     culled_everywhere = (meta["radii"] == 0).all(dim=-1).all(dim=0)
     assert culled_everywhere.sum() >= 2  # below 1/255 opacity; behind/near/on-plane of all cameras is scene-dependent
@@ -312,8 +418,9 @@ def test_all_gaussians_culled_still_backpropagates_zero_gradients(backend: str) 
     params = {k: v.requires_grad_(True) for k, v in params.items()}
     viewmats = torch.eye(4)[None]
     Ks = torch.tensor([[[40.0, 0.0, 22.5], [0.0, 40.0, 18.5], [0.0, 0.0, 1.0]]])
-    colors, alphas, meta = rasterization(*(params[k] for k in ARGS), params["sh"], viewmats, Ks,
-                                         45, 37, sh_degree=3, backend=backend)  # fmt: skip
+    colors, alphas, meta = rasterization(
+        *(params[k] for k in ARGS), params["sh"], viewmats, Ks, 45, 37, sh_degree=3, backend=backend
+    )
     assert (meta["radii"] == 0).all()
     assert (alphas == 0).all()
     (colors.sum() + alphas.sum()).backward()
@@ -326,15 +433,21 @@ def test_projection_sh_and_tiles_match_gsplat_torch_impl() -> None:
     scene = random_scene(seed=4, n=40)
     s = scene
     W, H = s["width"], s["height"]
-    ours = project_gaussians(s["means"], s["quats"], s["scales"], s["opacities"], s["viewmats"], s["Ks"], W, H,
-                             calc_compensations=True)  # fmt: skip
+    ours = project_gaussians(
+        s["means"], s["quats"], s["scales"], s["opacities"], s["viewmats"], s["Ks"], W, H, calc_compensations=True
+    )
     covars, _ = gs._quat_scale_to_covar_preci(s["quats"], s["scales"], compute_preci=False)
     _, means2d, depths, conics, comps = gs._fully_fused_projection(
         s["means"], covars, s["viewmats"], s["Ks"], W, H, calc_compensations=True
     )
     vis = (ours.radii > 0).all(-1)
     assert vis.sum() > 60
-    for mine, theirs in ((ours.means2d, means2d), (ours.depths, depths), (ours.conics, conics), (ours.compensations, comps)):
+    for mine, theirs in (
+        (ours.means2d, means2d),
+        (ours.depths, depths),
+        (ours.conics, conics),
+        (ours.compensations, comps),
+    ):
         torch.testing.assert_close(mine[vis], theirs[vis], rtol=1e-5, atol=1e-5)
 
     dirs = torch.randn(50, 3, generator=torch.Generator().manual_seed(0))
@@ -410,7 +523,10 @@ def test_native_and_auto_dispatch_to_the_native_module(monkeypatch) -> None:
             return "native-result"
 
     monkeypatch.setitem(sys.modules, "pointrix_lite.renderer.native", FakeNative)
-    assert rasterization(*(s[k] for k in ARGS), s["colors"], s["viewmats"], s["Ks"], 45, 37, backend="native") == "native-result"
+    assert (
+        rasterization(*(s[k] for k in ARGS), s["colors"], s["viewmats"], s["Ks"], 45, 37, backend="native")
+        == "native-result"
+    )
     assert render_auto(s) == "native-result"
     args, kwargs = calls[0]
     # tensors as given, then backgrounds and one options object with gsplat's defaults

@@ -42,9 +42,14 @@ class StandInModel:
 
     def render_params(self) -> dict:
         p = self.params
-        return dict(means=p["means"], quats=p["quats"], scales=torch.exp(p["scales"]),
-                    opacities=torch.sigmoid(p["opacities"]), colors=torch.cat([p["sh0"], p["shN"]], 1),
-                    sh_degree=self.sh_degree)  # fmt: skip
+        return dict(
+            means=p["means"],
+            quats=p["quats"],
+            scales=torch.exp(p["scales"]),
+            opacities=torch.sigmoid(p["opacities"]),
+            colors=torch.cat([p["sh0"], p["shN"]], 1),
+            sh_degree=self.sh_degree,
+        )
 
 
 def cameras_of(scene: dict) -> list[StandInCamera]:
@@ -57,15 +62,33 @@ def cameras_of(scene: dict) -> list[StandInCamera]:
 def test_builds_from_config_and_matches_reference() -> None:
     scene = random_scene(seed=6)
     model = StandInModel(scene)
-    renderer = RENDERERS.build({"type": "GaussianRenderer", "backend": "torch", "rasterize_mode": "antialiased"}, "renderer")
+    renderer = RENDERERS.build(
+        {"type": "GaussianRenderer", "backend": "torch", "rasterize_mode": "antialiased"}, "renderer"
+    )
     assert isinstance(renderer, GaussianRenderer) and renderer.config.backend == "torch"
     out = renderer(model, cameras_of(scene), (1.0, 1.0, 1.0))
 
     p = model.render_params()
-    ref_c, ref_a = dense_render(p["means"], p["quats"], p["scales"], p["opacities"], p["colors"], scene["viewmats"],
-                                scene["Ks"], 45, 37, sh_degree=2, backgrounds=torch.ones(3, 3), render_mode="RGB+ED",
-                                rasterize_mode="antialiased")  # fmt: skip
-    assert out["rgb"].shape == (3, 37, 45, 3) and out["depth"].shape == (3, 37, 45, 1) and out["alpha"].shape == (3, 37, 45, 1)
+    ref_c, ref_a = dense_render(
+        p["means"],
+        p["quats"],
+        p["scales"],
+        p["opacities"],
+        p["colors"],
+        scene["viewmats"],
+        scene["Ks"],
+        45,
+        37,
+        sh_degree=2,
+        backgrounds=torch.ones(3, 3),
+        render_mode="RGB+ED",
+        rasterize_mode="antialiased",
+    )
+    assert (
+        out["rgb"].shape == (3, 37, 45, 3)
+        and out["depth"].shape == (3, 37, 45, 1)
+        and out["alpha"].shape == (3, 37, 45, 1)
+    )
     assert (out["rgb"].double() - ref_c[..., :3]).abs().max() <= 1e-5
     assert (out["alpha"].double() - ref_a).abs().max() <= 1e-5
     covered = ref_a[..., 0] > 0.2  # expected depth is ill-conditioned where almost nothing was drawn
@@ -80,7 +103,9 @@ def test_builds_from_config_and_matches_reference() -> None:
 def test_means2d_gradient_is_retained_for_densification() -> None:
     scene = random_scene(seed=1)
     model = StandInModel(scene)
-    out = GaussianRenderer(GaussianRenderer.Config(backend="torch", absgrad=True))(model, cameras_of(scene), (0.0, 0.0, 0.0))
+    out = GaussianRenderer(GaussianRenderer.Config(backend="torch", absgrad=True))(
+        model, cameras_of(scene), (0.0, 0.0, 0.0)
+    )
     out["rgb"].square().mean().backward()
     grad = out["means2d"].grad
     assert grad is not None and grad.shape == (3, scene["means"].shape[0], 2)

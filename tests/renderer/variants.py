@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import platform
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

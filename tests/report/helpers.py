@@ -22,25 +22,38 @@ def fake_metrics(views: list[str]) -> dict:
     per_view = {v: {"psnr": 20.0 + i * 1.2345, "ssim": 0.8 + i * 0.01234, "lpips": None} for i, v in enumerate(views)}
     aligned = {v: {"psnr": s["psnr"] + 0.5, "ssim": s["ssim"] + 0.001, "lpips": None} for v, s in per_view.items()}
     mean, mean_aligned = (
-        {k: (None if k == "lpips" else float(np.mean([s[k] for s in table.values()]))) for k in ("psnr", "ssim", "lpips")}
+        {
+            k: (None if k == "lpips" else float(np.mean([s[k] for s in table.values()])))
+            for k in ("psnr", "ssim", "lpips")
+        }
         for table in (per_view, aligned)
     )
     return {
-        "mean": mean, "per_view": per_view, "mean_aligned": mean_aligned, "per_view_aligned": aligned,
-        "num_gaussians": 12345, "steps": 40, "train_seconds": 2.25,
+        "mean": mean,
+        "per_view": per_view,
+        "mean_aligned": mean_aligned,
+        "per_view_aligned": aligned,
+        "num_gaussians": 12345,
+        "steps": 40,
+        "train_seconds": 2.25,
         "phase_seconds": {"loading images": 0.1, "setup": 0.5, "validation": 0.2, "export": 0.05, "test": 0.3},
         "notes": {"lpips": "unavailable: no weights"},
-    }  # fmt: skip
+    }
 
 
 def scalar(name: str, step: int, elapsed: float, value: float | None) -> str:
-    return json.dumps({"kind": "scalar", "step": step, "name": name, "value": value, "time": 1.7e9 + elapsed, "elapsed": elapsed})
+    return json.dumps(
+        {"kind": "scalar", "step": step, "name": name, "value": value, "time": 1.7e9 + elapsed, "elapsed": elapsed}
+    )
 
 
 def write_log(path: Path) -> None:
     lines = [json.dumps({"kind": "config", "config": {"name": "fake"}})]
-    records = [(t, name, step, v) for name, rs in (("train/loss", LOSS), ("val/psnr", VAL_PSNR), ("test/psnr", TEST_PSNR))
-               for step, t, v in rs]  # fmt: skip
+    records = [
+        (t, name, step, v)
+        for name, rs in (("train/loss", LOSS), ("val/psnr", VAL_PSNR), ("test/psnr", TEST_PSNR))
+        for step, t, v in rs
+    ]
     lines += [scalar(name, step, t, v) for t, name, step, v in sorted(records)]  # in time order, as a run writes
     lines.append(json.dumps({"kind": "image", "step": 20, "name": "val/a", "path": "images/a.png", "elapsed": 1.2}))
     path.write_text("\n".join(lines) + "\n")
@@ -58,8 +71,13 @@ def view_images(seed: int, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarra
     return render, gt
 
 
-def make_run(root: Path, views: dict[str, tuple[int, int]] | None = None, log: bool = True, metrics: bool = True,
-             config: dict | None = None) -> tuple[Path, dict[str, tuple[np.ndarray, np.ndarray]]]:  # fmt: skip
+def make_run(
+    root: Path,
+    views: dict[str, tuple[int, int]] | None = None,
+    log: bool = True,
+    metrics: bool = True,
+    config: dict | None = None,
+) -> tuple[Path, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """A run folder as train.py leaves it; returns it and each view's (render, gt)."""
     views = {"r_000": SMALL, "r_001": SMALL, "r_002": BIG} if views is None else views
     exp = root / "fake_run"
@@ -71,8 +89,11 @@ def make_run(root: Path, views: dict[str, tuple[int, int]] | None = None, log: b
             Image.fromarray(image).save(exp / "renders" / "test" / kind / f"{name}.png")
         written[name] = (render, gt)
     exp.mkdir(parents=True, exist_ok=True)
-    cfg = config or {"name": "fake", "trainer": {"max_steps": 40, "save_test_renders": True},
-                     "writers": [{"type": "TensorboardWriter"}, {"type": "JsonlWriter", "filename": "log.jsonl"}]}  # fmt: skip
+    cfg = config or {
+        "name": "fake",
+        "trainer": {"max_steps": 40, "save_test_renders": True},
+        "writers": [{"type": "TensorboardWriter"}, {"type": "JsonlWriter", "filename": "log.jsonl"}],
+    }
     (exp / "config.yaml").write_text(yaml.safe_dump(cfg))
     if metrics:
         (exp / "metrics.json").write_text(json.dumps(fake_metrics(list(views)), indent=2))
@@ -163,7 +184,7 @@ def decode_data_uri(uri: str) -> np.ndarray:
 
     prefix = "data:image/png;base64,"
     assert uri.startswith(prefix), uri[:40]
-    raw = base64.b64decode(uri[len(prefix):], validate=True)
+    raw = base64.b64decode(uri[len(prefix) :], validate=True)
     assert raw[:8] == b"\x89PNG\r\n\x1a\n"
     with Image.open(io.BytesIO(raw)) as im:
         assert im.format == "PNG"

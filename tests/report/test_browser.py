@@ -16,7 +16,12 @@ from .helpers import SMALL, make_run
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Software WebGL as in the viewer's test; no background traffic of the browser's own.
-CHROMIUM_ARGS = ["--no-sandbox", "--enable-unsafe-swiftshader", "--use-angle=swiftshader", "--disable-background-networking"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--enable-unsafe-swiftshader",
+    "--use-angle=swiftshader",
+    "--disable-background-networking",
+]
 
 
 def playwright():

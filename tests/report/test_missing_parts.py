@@ -13,8 +13,11 @@ from .helpers import SMALL, make_run, read_page
 
 
 def test_a_run_with_tensorboard_only_no_test_and_no_renders(tmp_path):
-    config = {"name": "tb", "trainer": {"test_at_end": False, "save_test_renders": False},
-              "writers": [{"type": "TensorboardWriter"}]}  # fmt: skip
+    config = {
+        "name": "tb",
+        "trainer": {"test_at_end": False, "save_test_renders": False},
+        "writers": [{"type": "TensorboardWriter"}],
+    }
     exp, _ = make_run(tmp_path, views={}, log=False, metrics=False, config=config)
     page = read_page(write_report(exp))
     assert page.missing["summary"] == ["No metrics.json: no test scores (trainer.test_at_end is false)."]
@@ -34,7 +37,9 @@ def test_an_empty_folder_gives_a_page_of_sentences(tmp_path):
     assert page.missing["curves"] == [
         "No curves: log.jsonl is not in this folder (render.py writes none; a run writes it with JsonlWriter)."
     ]
-    assert page.missing["summary"][0].startswith("No metrics.json: no test scores (the run has not reached its test yet")
+    assert page.missing["summary"][0].startswith(
+        "No metrics.json: no test scores (the run has not reached its test yet"
+    )
     assert page.missing["views"][0].startswith("No test renders")
 
 
@@ -43,7 +48,9 @@ def test_a_render_py_folder(tmp_path):
     exp, _ = make_run(tmp_path, views={"a": SMALL, "b": SMALL}, log=False)
     (exp / "config.yaml").unlink()
     metrics = json.loads((exp / "metrics.json").read_text())
-    (exp / "metrics.json").write_text(json.dumps({**metrics, "steps": None, "train_seconds": None, "source": "scene.ply"}))
+    (exp / "metrics.json").write_text(
+        json.dumps({**metrics, "steps": None, "train_seconds": None, "source": "scene.ply"})
+    )
     page = read_page(write_report(exp))
     summary = {r[0].text: r[1].text for r in page.tables["summary-table"]}
     assert summary["model"] == "scene.ply (rendered by render.py --ply, not trained here)"
@@ -69,8 +76,11 @@ def test_damaged_files_become_sentences(tmp_path):
     assert views[1] == "b: no ground truth image (gt/b.png is missing)."
     assert views[2] == "c: render 20x20 and ground truth 40x30 differ in size: no error map."
     assert sorted((i["view"], i["data-kind"]) for i in page.images) == [
-        ("a", "gt"), ("b", "render"), ("c", "gt"), ("c", "render")
-    ]  # fmt: skip
+        ("a", "gt"),
+        ("b", "render"),
+        ("c", "gt"),
+        ("c", "render"),
+    ]
     assert page.polylines  # the log is still read
 
 
@@ -85,7 +95,9 @@ def test_the_log_is_the_file_the_config_names(tmp_path):
     config = {"name": "x", "writers": [{"type": "JsonlWriter", "filename": "logs/run.jsonl"}]}
     exp, _ = make_run(tmp_path, views={}, metrics=False, config=config)  # log.jsonl: not the log this run names
     page = read_page(write_report(exp))
-    assert page.missing["curves"] == ["No curves: logs/run.jsonl is not in this folder (the run's JsonlWriter writes it)."]
+    assert page.missing["curves"] == [
+        "No curves: logs/run.jsonl is not in this folder (the run's JsonlWriter writes it)."
+    ]
     (exp / "logs").mkdir()
     (exp / "log.jsonl").rename(exp / "logs" / "run.jsonl")
     page = read_page(write_report(exp))

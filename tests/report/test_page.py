@@ -31,7 +31,15 @@ def test_the_per_view_table_holds_metrics_json(run):
     exp, _, _, page = run
     metrics = json.loads((exp / "metrics.json").read_text())
     header, *rows = page.tables["per-view-table"]
-    assert [c.text for c in header] == ["view", "psnr", "ssim", "lpips", "psnr (aligned)", "ssim (aligned)", "lpips (aligned)"]
+    assert [c.text for c in header] == [
+        "view",
+        "psnr",
+        "ssim",
+        "lpips",
+        "psnr (aligned)",
+        "ssim (aligned)",
+        "lpips (aligned)",
+    ]
     assert [r[0].text for r in rows] == ["mean", *metrics["per_view"]]
     expected = [(metrics["mean"], metrics["mean_aligned"])] + [
         (metrics["per_view"][v], metrics["per_view_aligned"][v]) for v in metrics["per_view"]
@@ -39,8 +47,14 @@ def test_the_per_view_table_holds_metrics_json(run):
     for row, (given, aligned) in zip(rows, expected):
         values = [json.loads(c.attrs["data-value"]) for c in row[1:]]
         assert values == [given["psnr"], given["ssim"], None, aligned["psnr"], aligned["ssim"], None]
-        assert [c.text for c in row[1:]] == [f"{given['psnr']:.2f}", f"{given['ssim']:.4f}", "n/a",
-                                            f"{aligned['psnr']:.2f}", f"{aligned['ssim']:.4f}", "n/a"]  # fmt: skip
+        assert [c.text for c in row[1:]] == [
+            f"{given['psnr']:.2f}",
+            f"{given['ssim']:.4f}",
+            "n/a",
+            f"{aligned['psnr']:.2f}",
+            f"{aligned['ssim']:.4f}",
+            "n/a",
+        ]
 
 
 def test_summary_and_phase_tables(run):
@@ -52,8 +66,14 @@ def test_summary_and_phase_tables(run):
     assert summary["test"] == f"PSNR {mean['psnr']:.2f} · SSIM {mean['ssim']:.4f} · LPIPS n/a · 3 views"
     assert summary["note: lpips"] == "unavailable: no weights"
     phases = {r[0].text: float(r[1].attrs["data-value"]) for r in page.tables["phase-table"][1:]}
-    assert phases == {"training": 2.25, "loading images (in setup)": 0.1, "setup": 0.5,
-                      "validation (in training)": 0.2, "export": 0.05, "test": 0.3}  # fmt: skip
+    assert phases == {
+        "training": 2.25,
+        "loading images (in setup)": 0.1,
+        "setup": 0.5,
+        "validation (in training)": 0.2,
+        "export": 0.05,
+        "test": 0.3,
+    }
     shares = [r[2].text.strip() for r in page.tables["phase-table"][1:]]
     assert shares[0] == f"{2.25 / 3.1:.0%}"  # nested phases are not counted twice in the total
 
@@ -104,7 +124,12 @@ def test_chart_polylines_follow_the_logged_values(run):
     charts = {}
     for line in page.polylines:
         charts.setdefault(line["chart"], {})[line["data-series"]] = polyline_points(line)
-    assert set(charts) == {"PSNR (dB) against steps", "PSNR (dB) against seconds", "loss against steps", "loss against seconds"}
+    assert set(charts) == {
+        "PSNR (dB) against steps",
+        "PSNR (dB) against seconds",
+        "loss against steps",
+        "loss against seconds",
+    }
     logged = {"train/loss": LOSS, "val/psnr": VAL_PSNR, "test/psnr": TEST_PSNR}
     for title, series in charts.items():
         assert set(series) == ({"train/loss"} if title.startswith("loss") else {"val/psnr", "test/psnr"})

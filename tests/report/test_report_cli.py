@@ -32,6 +32,8 @@ def test_missing_and_non_run_folders_are_one_line_errors(tmp_path, capsys):
 
 
 def test_the_script_runs_without_install(tmp_path):
-    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--max-views", "0"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path), "--max-views", "0"], capture_output=True, text=True
+    )
     assert done.returncode == 2
     assert done.stderr == "error: argument --max-views: must be >= 1, got 0 (see --help)\n"

@@ -31,21 +31,29 @@ def test_jsonl_writer_records_elapsed_seconds_the_report_reads(tmp_path):
 
 
 def test_a_resumed_run_replaces_the_steps_after_its_checkpoint(tmp_path):
-    first = [scalar("train/loss", s, t, v) for s, t, v in ((10, 1.0, 0.9), (20, 2.0, 0.8), (30, 3.0, 0.7), (40, 4.0, 0.6))]
+    first = [
+        scalar("train/loss", s, t, v) for s, t, v in ((10, 1.0, 0.9), (20, 2.0, 0.8), (30, 3.0, 0.7), (40, 4.0, 0.6))
+    ]
     # Resumed from the checkpoint of step 20 (the first run went on to 40 and was stopped).
     second = [scalar("train/loss", s, t, v) for s, t, v in ((30, 0.5, 0.65), (40, 1.5, 0.55), (50, 2.5, 0.45))]
     path = tmp_path / "log.jsonl"
     path.write_text("\n".join(first + second) + "\n")
     log = read_log(path)
     assert [(p.step, p.seconds, p.value) for p in log.series["train/loss"]] == [
-        (10, 1.0, 0.9), (20, 2.0, 0.8), (30, 2.5, 0.65), (40, 3.5, 0.55), (50, 4.5, 0.45)
-    ]  # fmt: skip
+        (10, 1.0, 0.9),
+        (20, 2.0, 0.8),
+        (30, 2.5, 0.65),
+        (40, 3.5, 0.55),
+        (50, 4.5, 0.45),
+    ]
     assert log.resumes == 1
 
 
 def test_a_log_without_elapsed_uses_wall_time_and_says_so(tmp_path):
-    old = [{"kind": "scalar", "step": s, "name": "train/loss", "value": v, "time": 1000.0 + t}
-           for s, t, v in ((10, 0.0, 0.9), (20, 4.0, 0.8), (15, 60.0, 0.85), (25, 62.0, 0.75))]  # fmt: skip
+    old = [
+        {"kind": "scalar", "step": s, "name": "train/loss", "value": v, "time": 1000.0 + t}
+        for s, t, v in ((10, 0.0, 0.9), (20, 4.0, 0.8), (15, 60.0, 0.85), (25, 62.0, 0.75))
+    ]
     path = tmp_path / "log.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in old) + "\n")
     log = read_log(path)
@@ -58,10 +66,18 @@ def test_a_log_without_elapsed_uses_wall_time_and_says_so(tmp_path):
 def test_damaged_lines_are_skipped_and_counted(tmp_path):
     path = tmp_path / "log.jsonl"
     path.write_text(
-        "\n".join([scalar("train/loss", 10, 1.0, 0.5), "not json", json.dumps({"kind": "scalar", "name": "x"}),
-                   json.dumps([1, 2]), scalar("train/loss", 20, 2.0, None), scalar("train/loss", 30, 3.0, 0.25)])
+        "\n".join(
+            [
+                scalar("train/loss", 10, 1.0, 0.5),
+                "not json",
+                json.dumps({"kind": "scalar", "name": "x"}),
+                json.dumps([1, 2]),
+                scalar("train/loss", 20, 2.0, None),
+                scalar("train/loss", 30, 3.0, 0.25),
+            ]
+        )
         + '\n{"kind": "scalar", "step": 4'  # a line cut off while the run was writing
-    )  # fmt: skip
+    )
     log = read_log(path)
     assert [(p.step, p.value) for p in log.series["train/loss"]] == [(10, 0.5), (30, 0.25)]
     assert log.problems == ["4 line(s) of log.jsonl could not be read and were skipped."]

@@ -47,7 +47,9 @@ def pose_looking_at(eye: tuple[float, float, float], target=(0.0, 0.0, 0.0), up=
     return (float(w), float(x), float(y), float(z)), tuple(float(v) for v in eye)
 
 
-def reference_render(model: GaussianModel, wxyz, position, fov: float, width: int, height: int, sh_degree=None) -> np.ndarray:
+def reference_render(
+    model: GaussianModel, wxyz, position, fov: float, width: int, height: int, sh_degree=None
+) -> np.ndarray:
     """[H, W, 3] uint8 from ``rasterization()`` with the camera built here, independently of the viewer:
     scipy's quaternion, f = H / (2 tan(fov/2)), principal point at the centre."""
     w, x, y, z = wxyz
@@ -60,10 +62,18 @@ def reference_render(model: GaussianModel, wxyz, position, fov: float, width: in
     p = model.render_params(sh_degree=sh_degree)
     with torch.no_grad():
         colors, _, _ = rasterization(
-            p["means"], p["quats"], p["scales"], p["opacities"], p["colors"],
-            torch.from_numpy(viewmat).float()[None], K[None], width, height,
-            sh_degree=p["sh_degree"], backgrounds=torch.tensor([BACKGROUND]),
-        )  # fmt: skip
+            p["means"],
+            p["quats"],
+            p["scales"],
+            p["opacities"],
+            p["colors"],
+            torch.from_numpy(viewmat).float()[None],
+            K[None],
+            width,
+            height,
+            sh_degree=p["sh_degree"],
+            backgrounds=torch.tensor([BACKGROUND]),
+        )
     return (colors[0].clamp(0, 1).numpy() * 255).round().astype(np.uint8)
 
 
@@ -84,9 +94,16 @@ class ViserProtocolClient:
     def send_camera(self, wxyz, position, fov: float, width: int, height: int, look_at_point=(0.0, 0.0, 0.0)) -> None:
         message = {
             "type": "ViewerCameraMessage",
-            "wxyz": list(wxyz), "position": list(position), "fov": fov, "near": 0.01, "far": 1000.0,
-            "image_height": height, "image_width": width, "look_at": list(look_at_point), "up_direction": [0.0, 0.0, 1.0],
-        }  # fmt: skip
+            "wxyz": list(wxyz),
+            "position": list(position),
+            "fov": fov,
+            "near": 0.01,
+            "far": 1000.0,
+            "image_height": height,
+            "image_width": width,
+            "look_at": list(look_at_point),
+            "up_direction": [0.0, 0.0, 1.0],
+        }
         self.ws.send(msgspec.msgpack.encode(message))
 
     def messages(self, timeout: float):

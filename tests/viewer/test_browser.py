@@ -25,9 +25,14 @@ from .helpers import BACKGROUND, make_scene_model, psnr, reference_render
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--enable-unsafe-swiftshader", "--use-angle=swiftshader",  # software WebGL
-    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
-]  # fmt: skip
+    "--no-sandbox",
+    "--enable-unsafe-swiftshader",
+    "--use-angle=swiftshader",  # software WebGL
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 WIDTH, HEIGHT = 800, 500
 
 
@@ -53,9 +58,13 @@ def test_browser_shows_the_rendered_scene(tmp_path):
     model = make_scene_model(n=4000)
     start = InitialView(position=np.array([0.5, -3.0, 1.0]), look_at=np.zeros(3), up=np.array([0.0, 0.0, 1.0]), fov=0.9)
     viewer = Viewer(
-        SceneView(model, GaussianRenderer(), BACKGROUND), "127.0.0.1", 0,
-        options=DisplayOptions(max_res=1024, preview_res=128), initial_view=start, settle_s=0.1,
-    )  # fmt: skip
+        SceneView(model, GaussianRenderer(), BACKGROUND),
+        "127.0.0.1",
+        0,
+        options=DisplayOptions(max_res=1024, preview_res=128),
+        initial_view=start,
+        settle_s=0.1,
+    )
     shot = tmp_path / "viewer.png"
     # The centre, below viser's notification and left of its control panel: the scene the
     # rasterizer draws for that camera, not a blank canvas.
@@ -71,8 +80,11 @@ def test_browser_shows_the_rendered_scene(tmp_path):
                 client = next(iter(viewer.server.get_clients().values()))
                 # The initial view reaches the browser: on a loaded machine the browser's own first
                 # camera message can arrive after it, and the viewer then re-sends it.
-                wait_until(lambda: np.allclose(client.camera.position, start.position, atol=1e-3), 30,
-                           "the initial view in the browser")  # fmt: skip
+                wait_until(
+                    lambda: np.allclose(client.camera.position, start.position, atol=1e-3),
+                    30,
+                    "the initial view in the browser",
+                )
                 wait_until(lambda: worker.stats.full >= 1, 60, "a full-resolution frame")
                 camera = client.camera
                 wxyz, position, fov = tuple(camera.wxyz), tuple(camera.position), camera.fov

@@ -50,9 +50,15 @@ def test_viewmat_is_the_inverse_of_the_reported_pose():
 
 @pytest.mark.parametrize(
     "canvas, max_res, expected",
-    [((1280, 720), 512, (512, 288)), ((300, 200), 512, (300, 200)), ((720, 1280), 256, (144, 256)),
-     ((0, 720), 512, None), ((1280, 0), 512, None), ((3000, 1), 512, (512, 1))],
-)  # fmt: skip
+    [
+        ((1280, 720), 512, (512, 288)),
+        ((300, 200), 512, (300, 200)),
+        ((720, 1280), 256, (144, 256)),
+        ((0, 720), 512, None),
+        ((1280, 0), 512, None),
+        ((3000, 1), 512, (512, 1)),
+    ],
+)
 def test_render_size_keeps_aspect_and_ignores_zero_size(canvas, max_res, expected):
     assert render_size(*canvas, max_res) == expected
 

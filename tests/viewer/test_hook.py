@@ -9,6 +9,7 @@ import time
 
 import pytest
 import torch
+from reliability.scene import real_raw_config, write_tiny_scene
 
 from pointrix_lite.cli.train import main as train_main
 from pointrix_lite.components import import_all
@@ -16,7 +17,6 @@ from pointrix_lite.engine.experiment import load_experiment
 from pointrix_lite.engine.trainer import DefaultTrainer
 from pointrix_lite.viewer.hook import ViewerHook
 
-from reliability.scene import real_raw_config, write_tiny_scene
 from .helpers import ViserProtocolClient, pose_looking_at
 
 STEPS = 40
@@ -96,7 +96,9 @@ def test_results_are_identical_with_the_hook_with_or_without_a_browser(tmp_path,
             client.close()
             time.sleep(0.2)
 
-    watched, params = train(tmp_path / "c", scene, {"keep_serving": True, "max_res": 96, "preview_res": 48}, watch_and_pause)
+    watched, params = train(
+        tmp_path / "c", scene, {"keep_serving": True, "max_res": 96, "preview_res": 48}, watch_and_pause
+    )
     assert viewer_hook(watched).viewer is None
     for name in baseline:  # renders, a pause and a client change nothing
         assert torch.equal(baseline[name], params[name]), name

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from pointrix_lite.cli.view import main as view_main
 from pointrix_lite.errors import ConfigError
 from pointrix_lite.renderer.rasterization import rasterization
 from pointrix_lite.renderer.renderer import GaussianRenderer
-from pointrix_lite.cli.view import main as view_main
 from pointrix_lite.viewer.scene import DisplayOptions, SceneView
 from pointrix_lite.viewer.server import Viewer, check_bind
 
@@ -28,7 +28,13 @@ def model():
 
 @pytest.fixture
 def viewer(model):
-    v = Viewer(SceneView(model, GaussianRenderer(), BACKGROUND), "127.0.0.1", 0, options=DisplayOptions(max_res=320, preview_res=64), settle_s=0.1)
+    v = Viewer(
+        SceneView(model, GaussianRenderer(), BACKGROUND),
+        "127.0.0.1",
+        0,
+        options=DisplayOptions(max_res=320, preview_res=64),
+        settle_s=0.1,
+    )
     yield v
     v.close()
 
@@ -67,8 +73,18 @@ def test_zero_size_canvas_is_ignored_and_gui_changes_rerender(viewer, client, mo
 
     cam = camera_from_view(ViewState(wxyz, position, FOV, 320, 240), 320, 240)
     with torch.no_grad():
-        _, alphas, _ = rasterization(p["means"], p["quats"], p["scales"], p["opacities"], p["colors"],
-                                     cam.viewmat[None], cam.K[None], 320, 240, sh_degree=p["sh_degree"])  # fmt: skip
+        _, alphas, _ = rasterization(
+            p["means"],
+            p["quats"],
+            p["scales"],
+            p["opacities"],
+            p["colors"],
+            cam.viewmat[None],
+            cam.K[None],
+            320,
+            240,
+            sh_degree=p["sh_degree"],
+        )
     expected = np.repeat((alphas[0].clamp(0, 1).numpy() * 255).round().astype(np.uint8), 3, axis=-1)
     assert psnr(image, expected) >= 30.0
     viewer.gui_mode.value = "RGB"
@@ -150,9 +166,11 @@ def test_view_script_serves_a_ply_until_ctrl_c(tmp_path, model):
     # KeyboardInterrupt (view.py would serve on, past the wait below)
     proc = subprocess.Popen(
         [sys.executable, str(repo / "scripts" / "view.py"), "--ply", str(ply), "--port", "0", "--max-res", "200"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+    )
     try:
         line = proc.stdout.readline()
         port = int(re.match(r"viewer: http://localhost:(\d+)", line).group(1))
@@ -171,4 +189,3 @@ def test_view_script_serves_a_ply_until_ctrl_c(tmp_path, model):
             proc.kill()
             proc.wait()
     assert "Traceback" not in proc.stderr.read()
-

@@ -51,7 +51,9 @@ def test_only_the_newest_request_is_rendered():
 
 def test_full_request_skips_preview_and_moving_camera_never_settles():
     rendered = []
-    worker = RenderWorker(lambda r, f: rendered.append((r, f)) or FakeImage(), lambda *a: None, pytest.fail, settle_s=0.3)
+    worker = RenderWorker(
+        lambda r, f: rendered.append((r, f)) or FakeImage(), lambda *a: None, pytest.fail, settle_s=0.3
+    )
     try:
         worker.submit("gui", full=True)
         wait_for(lambda: rendered)

@@ -25,7 +25,17 @@ from pathlib import Path
 import numpy as np
 
 from .make import ensure_generated
-from .photo import N_VIEWS, WIDTH, HEIGHT, PhotoScene, box_uv, build_photo_scene, cylinder_uv, photo_cameras, write_scene
+from .photo import (
+    HEIGHT,
+    N_VIEWS,
+    WIDTH,
+    PhotoScene,
+    box_uv,
+    build_photo_scene,
+    cylinder_uv,
+    photo_cameras,
+    write_scene,
+)
 from .photo_texture import Decal, Face, Mip, load_photo
 from .raycast import Box, Cylinder
 
@@ -68,7 +78,9 @@ def build_clutter_scene() -> PhotoScene:
     tints = [(0.95, 0.35, 0.25), (0.25, 0.55, 0.95), (0.95, 0.85, 0.3), (0.3, 0.8, 0.4), (0.9, 0.9, 0.9)]
     # Poles: between the objects (within ~1.3 of the centre) and the cameras (2.8 to 3.6 away horizontally).
     for i, (x, y, _) in enumerate(_ring(14, (1.55, 2.15), 0.2)):
-        pole = Cylinder(_per_view, base=(x, y), radius=0.012 + 0.002 * ((i * 5) % 15), height=0.7 + 0.11 * ((i * 3) % 14))
+        pole = Cylinder(
+            _per_view, base=(x, y), radius=0.012 + 0.002 * ((i * 5) % 15), height=0.7 + 0.11 * ((i * 3) % 14)
+        )
         face = Face(coins, 0.004, tints[i % len(tints)])
         decals.append(Decal(pole, cylinder_uv(pole), [face, face]))
     for i, (x, y, a) in enumerate(_ring(4, (1.4, 1.7), 0.75)):

@@ -27,11 +27,21 @@ from pathlib import Path
 import numpy as np
 
 from .make import ensure_generated, noisy_points, write_colmap
-from .photo import FOCAL, HEIGHT, N_VIEWS, POINTS_PER_VIEW, SEED, SUPERSAMPLE, TARGET, WIDTH, PhotoScene
-from .photo import build_photo_scene
+from .photo import (
+    FOCAL,
+    HEIGHT,
+    N_VIEWS,
+    POINTS_PER_VIEW,
+    SEED,
+    SUPERSAMPLE,
+    TARGET,
+    WIDTH,
+    PhotoScene,
+    build_photo_scene,
+)
 from .photo_texture import UV, Decal, Face, Mip, load_photo
 from .raycast import GroundSquare, Primitive, Room, _nearest_root, shade, trace
-from .scene import SUN, DemoCamera, Lighting, camera_ring, camera_rays, fbm, value_noise
+from .scene import SUN, DemoCamera, Lighting, camera_rays, camera_ring, fbm, value_noise
 
 RING_RADIUS = 30.0
 PLAZA_HALF = 6.0  # the photo scene's gravel floor; grass beyond it

@@ -136,8 +136,18 @@ class PhotoScene:
 
 def build_photo_scene() -> PhotoScene:
     """Geometry and photo placement (texels in world units per photo pixel)."""
-    names = ("astronaut", "brick", "chelsea", "coffee", "coins", "grass", "gravel", "immunohistochemistry", "moon",
-             "motorcycle_left")
+    names = (
+        "astronaut",
+        "brick",
+        "chelsea",
+        "coffee",
+        "coins",
+        "grass",
+        "gravel",
+        "immunohistochemistry",
+        "moon",
+        "motorcycle_left",
+    )
     photo = {name: Mip(load_photo(name)) for name in names}
 
     def fitted(name: str, width: float, tint=(1.0, 1.0, 1.0), height: float | None = None) -> Face:

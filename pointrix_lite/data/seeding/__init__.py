@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -46,7 +46,7 @@ class SeedingConfig:
 
     # plane-sweep depth of the training views fills where the cloud is empty; auto: only in scenes
     # without open sky (module docstring)
-    mvs: Union[bool, Literal["auto"]] = False
+    mvs: bool | Literal["auto"] = False
     mvs_size: int = 160  # long side (px) of the views the sweep runs at
     mvs_depths: int = 64  # depth planes, uniform in inverse depth between the cloud's near and far
     mvs_neighbours: int = 4  # views each depth map is matched against
@@ -120,8 +120,10 @@ def seed_points(
         lines: list[str] = []
         shell = _shell(dataset, probe, seed, lines.append, cloud.xyz)
         sweep = len(shell) < OPEN_SHARE * probe.sky
-        say(f"seeding: mvs auto: {len(shell):,} of {probe.sky:,} shell directions are open sky, "
-            + ("an enclosed scene: plane sweep, no shell" if sweep else "an open scene: no plane sweep"))  # fmt: skip
+        say(
+            f"seeding: mvs auto: {len(shell):,} of {probe.sky:,} shell directions are open sky, "
+            + ("an enclosed scene: plane sweep, no shell" if sweep else "an open scene: no plane sweep")
+        )
         if sweep or cfg.sky == 0:
             shell = None
         else:
@@ -144,8 +146,9 @@ def _shell(dataset: Any, cfg: SeedingConfig, seed: int, say: Callable[[str], Non
     from .sky import sky_points
 
     with phase("seeding", show=False):  # its seconds count with the sweep's in metrics.json's phase_seconds
-        return sky_points(dataset.train_views, dataset.scene_extent, cfg, seed, say, cloud,
-                          getattr(dataset, "background", None))  # fmt: skip
+        return sky_points(
+            dataset.train_views, dataset.scene_extent, cfg, seed, say, cloud, getattr(dataset, "background", None)
+        )
 
 
 CACHE_NAME = "seed_points.npz"
@@ -174,11 +177,17 @@ def seeded_cloud(dataset: Any, cfg: SeedingConfig, seed: int, cache_dir: Path | 
     if cloud is None or not cfg.enabled:
         return cloud
     key = json.dumps(
-        {"seeding": asdict(cfg), "seed": seed, "cloud": len(cloud), "cloud_sum": float(cloud.xyz.double().sum()),
-         "views": [v.name for v in dataset.train_views], "size": [v.camera.width for v in dataset.train_views[:1]],
-         "code": code_digest()},
+        {
+            "seeding": asdict(cfg),
+            "seed": seed,
+            "cloud": len(cloud),
+            "cloud_sum": float(cloud.xyz.double().sum()),
+            "views": [v.name for v in dataset.train_views],
+            "size": [v.camera.width for v in dataset.train_views[:1]],
+            "code": code_digest(),
+        },
         sort_keys=True,
-    )  # fmt: skip
+    )
     path = cache_dir / CACHE_NAME if cache_dir is not None else None
     if path is not None and path.is_file():
         try:

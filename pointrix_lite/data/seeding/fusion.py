@@ -23,8 +23,8 @@ from torch import Tensor
 
 from ...progress import phase
 from ..pointcloud import PointCloud
-from .planes import dominant_planes, plane_depths
 from .plane_sweep import SweepView, choose_neighbours, depth_map, sweep_view, visible
+from .planes import dominant_planes, plane_depths
 
 REPROJ_PX = 1.0  # px of the reduced views
 REL_DEPTH = 0.01
@@ -200,8 +200,16 @@ def mvs_points(
         if not points:
             return PointCloud(torch.zeros(0, 3), torch.zeros(0, 3))
         found = torch.cat(points)
-        added = _thin(found, torch.cat(colours), torch.cat(footprints), torch.cat(hits), torch.cat(swept), cloud,
-                      cfg.mvs_max_points, seed)  # fmt: skip
+        added = _thin(
+            found,
+            torch.cat(colours),
+            torch.cat(footprints),
+            torch.cat(hits),
+            torch.cat(swept),
+            cloud,
+            cfg.mvs_max_points,
+            seed,
+        )
     say(
         f"seeding: plane sweep of {len(views)} views at {views[0].image.shape[2]}x{views[0].image.shape[1]} "
         f"and on {len(planes)} dominant plane(s)"

@@ -118,7 +118,11 @@ def _judge(views: list[View], xyz: Tensor, open_maps: list[Tensor] | None, max_s
 
 
 def sky_points(
-    views: list[View], scene_extent: float, cfg: SeedingConfig, seed: int, say: Callable[[str], None],
+    views: list[View],
+    scene_extent: float,
+    cfg: SeedingConfig,
+    seed: int,
+    say: Callable[[str], None],
     cloud: Tensor | None = None,
     background: tuple[float, float, float] | None = None,
 ) -> PointCloud:
@@ -139,7 +143,9 @@ def sky_points(
     # The spiral stops growing at MAX_SPIRAL x cfg.sky directions: where fewer agree than asked for,
     # the shell gets those and the line says so (a shell that only takes budget is worse than a thin one).
     test = cfg.sky_max_spread < 1.0
-    open_maps = [open_map(view, cloud.double()) for view in views] if test and cloud is not None and len(cloud) else None
+    open_maps = (
+        [open_map(view, cloud.double()) for view in views] if test and cloud is not None and len(cloud) else None
+    )
     n, resized = 4 * cfg.sky, False
     while True:
         xyz = centre + radius * fibonacci_sphere(n)
@@ -156,8 +162,13 @@ def sky_points(
     xyz, rgb = xyz[kept], rgb[kept]
     keep = torch.randperm(len(xyz), generator=torch.Generator().manual_seed(seed))[: cfg.sky].sort().values
     xyz, rgb = xyz[keep], rgb[keep].clamp(0.0, 1.0)
-    short = "" if len(xyz) == cfg.sky else (
-        f" (only these of {n:,} directions are open to the views and have colours they agree on within "
-        f"sky_max_spread={cfg.sky_max_spread:g})")
+    short = (
+        ""
+        if len(xyz) == cfg.sky
+        else (
+            f" (only these of {n:,} directions are open to the views and have colours they agree on within "
+            f"sky_max_spread={cfg.sky_max_spread:g})"
+        )
+    )
     say(f"seeding: sky shell, {len(xyz):,} points at radius {radius:.1f} ({cfg.sky_radius:g} x extent){short}")
     return PointCloud(xyz.float(), rgb)

@@ -22,8 +22,24 @@ from .profiler_hook import ProfilerHook
 from .signature import HookSignatureError, check_hook_class
 
 __all__ = [
-    "HOOK_ENGINE_KEYS", "SITES", "AppearanceOptHook", "Hook", "HookSignatureError", "Priority", "build_hooks",
-    "check_hook_class", "format_hook_table", "get_priority", "priority_name", "sort_hooks", "CheckPointHook",
-    "IterTimerHook", "LogHook", "NaNGuardHook", "NonFiniteLossError", "PoseOptHook", "ProfilerHook",
+    "HOOK_ENGINE_KEYS",
+    "SITES",
+    "AppearanceOptHook",
+    "Hook",
+    "HookSignatureError",
+    "Priority",
+    "build_hooks",
+    "check_hook_class",
+    "format_hook_table",
+    "get_priority",
+    "priority_name",
+    "sort_hooks",
+    "CheckPointHook",
+    "IterTimerHook",
+    "LogHook",
+    "NaNGuardHook",
+    "NonFiniteLossError",
+    "PoseOptHook",
+    "ProfilerHook",
     "ResolutionScheduleHook",
 ]

@@ -6,9 +6,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ...errors import ConfigError
-from ...registry import HOOKS, Component
-from ...hook.priority import get_priority, priority_name
 from ...hook.base import HOOK_ENGINE_KEYS, SITES, Hook
+from ...hook.priority import get_priority, priority_name
+from ...registry import HOOKS, Component
 from .resolve import check_once
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from ...config import OptionError
 from ...errors import ConfigError
@@ -34,8 +34,8 @@ class CheckPointHook(Hook):
     class Config:
         interval: int = 5_000  # save every N steps; 0 saves only at the end
         save_last: bool = True  # save when training ends
-        max_keep: Optional[int] = 3  # keep the newest K periodic checkpoints; null keeps all
-        best_metric: Optional[str] = None  # e.g. psnr: keep best.pth by this validation metric
+        max_keep: int | None = 3  # keep the newest K periodic checkpoints; null keeps all
+        best_metric: str | None = None  # e.g. psnr: keep best.pth by this validation metric
         best_mode: Literal["max", "min"] = "max"
 
         def __post_init__(self) -> None:

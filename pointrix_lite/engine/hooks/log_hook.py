@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from rich.console import Console
@@ -51,11 +51,13 @@ class LogHook(Hook):
         interval: int = 50  # write loss terms (and print a plain line without a TTY) every N steps
         ema: float = 0.9  # smoothing of the loss shown in the bar: ema = a * ema + (1 - a) * loss
         progress_bar: bool = True  # False: plain lines even on a terminal
-        force_terminal: Optional[bool] = None  # None: detect whether stdout is a TTY
+        force_terminal: bool | None = None  # None: detect whether stdout is a TTY
 
         def __post_init__(self) -> None:
             if self.interval < 0:
-                raise OptionError("interval", f"must be >= 0 (0: no periodic lines), got {self.interval}", "hooks.LogHook")
+                raise OptionError(
+                    "interval", f"must be >= 0 (0: no periodic lines), got {self.interval}", "hooks.LogHook"
+                )
             if not 0.0 <= self.ema < 1.0:
                 raise OptionError("ema", f"must be in [0, 1), got {self.ema}", "hooks.LogHook")
 

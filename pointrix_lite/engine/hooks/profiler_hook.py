@@ -35,9 +35,10 @@ class ProfilerHook(Hook):
         def __post_init__(self) -> None:
             if self.start_step < 1 or self.num_steps < 1:
                 raise OptionError(
-                    "start_step / num_steps", f"must be >= 1 (1-based steps), got {self.start_step} / {self.num_steps}",
+                    "start_step / num_steps",
+                    f"must be >= 1 (1-based steps), got {self.start_step} / {self.num_steps}",
                     "hooks.ProfilerHook",
-                )  # fmt: skip
+                )
             check_relative_path("out_dir", self.out_dir, "hooks.ProfilerHook")
 
     def __init__(self, config: Config) -> None:
@@ -48,7 +49,11 @@ class ProfilerHook(Hook):
 
     def before_train_iter(self, batch_idx: int, batch: list) -> None:
         # Rank 0 only: every rank would write the same trace file name.
-        if self._prof is None and self.trainer.is_main_process and self.trainer.global_step + 1 == self.config.start_step:
+        if (
+            self._prof is None
+            and self.trainer.is_main_process
+            and self.trainer.global_step + 1 == self.config.start_step
+        ):
             activities = [torch.profiler.ProfilerActivity.CPU]
             if self.trainer.device.type == "cuda":
                 activities.append(torch.profiler.ProfilerActivity.CUDA)

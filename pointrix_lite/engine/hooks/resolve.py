@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any
 
 from ...errors import ConfigError
-from ...registry import HOOKS, Component
-from ...hook.priority import get_priority, priority_name
 from ...hook.base import HOOK_ENGINE_KEYS
+from ...hook.priority import get_priority, priority_name
+from ...registry import HOOKS, Component
 from .signature import check_hook_class
 
 # Hooks every run has unless a `hooks:` entry says `enabled: false` (see docs/extending.md).
@@ -36,7 +36,7 @@ SHORTHANDS: dict[str, tuple[str, str]] = {
 # build_hooks and register_hook for the same classes would repeat the same answer. Weak, so a
 # class a test or plugin drops is not kept alive; only passes are kept, so a bad class fails
 # again, each time naming the caller's key path.
-_CHECKED: "weakref.WeakSet[type]" = weakref.WeakSet()
+_CHECKED: weakref.WeakSet[type] = weakref.WeakSet()
 
 
 def check_once(cls: type, key_path: str) -> None:
@@ -98,7 +98,9 @@ def hook_entries(hooks: Any) -> list[tuple[str, Any]]:
         key_path, entry = _mapping_entry(key, value)
         if entry["type"] in DEFAULT_HOOKS:
             if entry["type"] in seen:
-                raise ConfigError(f"{key_path}: configures {entry['type']} again (already configured by {seen[entry['type']]}); keep one")
+                raise ConfigError(
+                    f"{key_path}: configures {entry['type']} again (already configured by {seen[entry['type']]}); keep one"
+                )
             seen[entry["type"]] = key_path
         entries.append((key_path, entry))
     return entries
@@ -109,7 +111,7 @@ def _priority_for_yaml(value: int) -> str | int:
     return value if name.isdigit() else name  # a level name when there is one, else the int
 
 
-def resolve_hooks(hooks: Any, shorthands: Optional[Mapping[str, Any]] = None) -> list[Component]:
+def resolve_hooks(hooks: Any, shorthands: Mapping[str, Any] | None = None) -> list[Component]:
     """Merge default hooks, the user's ``hooks:`` (list or mapping) and shorthand keys into one resolved list.
 
     Order: the default hooks first (in :data:`DEFAULT_HOOKS` order), then the user's other hooks
@@ -160,6 +162,8 @@ def _resolve_entry(entry: dict[str, Any], origin: str) -> Component:
     options = {k: v for k, v in entry.items() if k not in HOOK_ENGINE_KEYS}
     priority = entry.get("priority", getattr(cls, "priority", 50))
     return HOOKS.resolve(
-        {"type": type_name, **options}, where,
-        priority=_priority_for_yaml(get_priority(priority, f"{where}.priority")), enabled=entry.get("enabled", True),
-    )  # fmt: skip
+        {"type": type_name, **options},
+        where,
+        priority=_priority_for_yaml(get_priority(priority, f"{where}.priority")),
+        enabled=entry.get("enabled", True),
+    )

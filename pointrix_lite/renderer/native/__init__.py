@@ -6,14 +6,24 @@ raises, ``unavailable_reason()`` explains a False. Design and figures: docs/nati
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from ._build import build_pending, isa_level, load_extension
 from ._build import unavailable_reason as _reason
 from .api import STAGES, rasterization_native
 
-__all__ = ["STAGES", "rasterization_native", "is_available", "unavailable_reason", "prepare", "isa_level", "isa_line",
-           "BUILD_MESSAGE", "FALLBACK_LINE", "check_usable"]  # fmt: skip
+__all__ = [
+    "STAGES",
+    "rasterization_native",
+    "is_available",
+    "unavailable_reason",
+    "prepare",
+    "isa_level",
+    "isa_line",
+    "BUILD_MESSAGE",
+    "FALLBACK_LINE",
+    "check_usable",
+]
 
 BUILD_MESSAGE = "building the native CPU rasterizer (first run only) ..."
 COMPILER_FIX = "install a C++ compiler (Debian/Ubuntu: apt-get install g++; Fedora: dnf install gcc-c++; macOS: xcode-select --install)"
@@ -30,7 +40,7 @@ def is_available() -> bool:
     return load_extension() is not None
 
 
-def unavailable_reason() -> Optional[str]:
+def unavailable_reason() -> str | None:
     """Why ``is_available()`` is False (compiler error summary), else None."""
     return _reason()
 
@@ -60,11 +70,13 @@ def check_usable(backend: str) -> None:
     if os.environ.get(ARCH_ENV, "").strip() not in ("", "native"):
         raise ConfigError(unavailable_reason() or f"{ARCH_ENV}: the native rasterizer did not build")
     if backend == "native":
-        raise ConfigError(f"renderer.backend: native, but the native rasterizer is unavailable ({unavailable_reason()}); "
-                          f"{COMPILER_FIX}, or use renderer.backend: auto")  # fmt: skip
+        raise ConfigError(
+            f"renderer.backend: native, but the native rasterizer is unavailable ({unavailable_reason()}); "
+            f"{COMPILER_FIX}, or use renderer.backend: auto"
+        )
 
 
-def prepare(announce: Optional[Callable[[str], object]] = print) -> bool:
+def prepare(announce: Callable[[str], object] | None = print) -> bool:
     """Build or load the extension now (before training, so the build is not timed as a step).
 
     ``announce(BUILD_MESSAGE)`` is called first only when this will actually compile, not when

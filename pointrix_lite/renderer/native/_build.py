@@ -21,11 +21,18 @@ import re
 import threading
 from pathlib import Path
 from types import ModuleType
-from typing import Optional
 
 _SOURCES = (
-    "bindings.cpp", "pool.cpp", "scratch.cpp", "projection.cpp", "sh.cpp", "binning.cpp", "rasterize_fwd.cpp",
-    "rasterize_bwd.cpp", "ssim.cpp", "mcmc_noise.cpp",
+    "bindings.cpp",
+    "pool.cpp",
+    "scratch.cpp",
+    "projection.cpp",
+    "sh.cpp",
+    "binning.cpp",
+    "rasterize_fwd.cpp",
+    "rasterize_bwd.cpp",
+    "ssim.cpp",
+    "mcmc_noise.cpp",
 )
 _HEADERS = ("common.h", "kernels.h", "lanes.h", "pool.h", "scratch.h", "simd.h", "tile.h")
 # -ffp-contract=off: no path may be fused differently in the forward and the
@@ -45,12 +52,12 @@ ARCH_ENV = "POINTRIX_NATIVE_ARCH"
 _ARCH_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
 _lock = threading.RLock()  # load_extension() calls load_variant() under it
-_module: Optional[ModuleType] = None
-_error: Optional[str] = None
+_module: ModuleType | None = None
+_error: str | None = None
 _tried = False
 # arch -> loaded module, or the error string of its failed build (explicit targets only)
-_variants: dict[str, "ModuleType | str"] = {}
-_default: Optional[ModuleType] = None  # what load_extension() built, whatever use_module() swapped in
+_variants: dict[str, ModuleType | str] = {}
+_default: ModuleType | None = None  # what load_extension() built, whatever use_module() swapped in
 
 
 def _cpu_tag() -> str:
@@ -87,7 +94,7 @@ def _module_name(src_dir: Path, level: int) -> str:
     return f"pointrix_lite_native_{_source_tag(src_dir)}_{_cpu_tag()}_{level}"
 
 
-def requested_arch() -> Optional[str]:
+def requested_arch() -> str | None:
     """``$POINTRIX_NATIVE_ARCH`` (None when unset, empty or ``native``: build with -march=native).
 
     Raises ValueError with a one-line message naming the variable for a malformed value."""
@@ -131,7 +138,7 @@ def _failure_file(name: str) -> Path:
     return Path(_cpp_extension()._get_build_directory(name, False)) / "build_failed.txt"
 
 
-def _remembered_failure(name: str) -> Optional[str]:
+def _remembered_failure(name: str) -> str | None:
     """The reason a build of ``name`` failed before with this compiler (sources changing change the
     name), so a run does not spend a minute compiling what is known to fail; None otherwise."""
     try:
@@ -140,7 +147,9 @@ def _remembered_failure(name: str) -> Optional[str]:
         return None
     if compiler_line != _compiler_version():
         return None
-    return f"{reason.strip()} (remembered from an earlier run with this compiler; delete {_failure_file(name)} to retry)"
+    return (
+        f"{reason.strip()} (remembered from an earlier run with this compiler; delete {_failure_file(name)} to retry)"
+    )
 
 
 def _forget_failure(name: str) -> None:
@@ -225,7 +234,7 @@ def _load(load, name: str, flags: list[str], src_dir: Path) -> ModuleType:
     )
 
 
-def load_variant(arch: str) -> "ModuleType | str":
+def load_variant(arch: str) -> ModuleType | str:
     """The module built for the explicit target ``arch`` (``scalar`` or a ``-march`` value), or
     the one-line reason its build failed. Several variants can be loaded in one process (each is
     its own module); this does not change what ``load_extension()`` returns."""
@@ -236,7 +245,7 @@ def load_variant(arch: str) -> "ModuleType | str":
         return _variants[arch]
 
 
-def _build_variant(arch: str) -> "ModuleType | str":
+def _build_variant(arch: str) -> ModuleType | str:
     if not _ARCH_RE.fullmatch(arch):
         return f"{ARCH_ENV}={arch!r}: expected native, scalar or a -march value"
     from .cpu_check import check_target
@@ -260,7 +269,7 @@ def _build_variant(arch: str) -> "ModuleType | str":
         return reason
 
 
-def load_extension() -> Optional[ModuleType]:
+def load_extension() -> ModuleType | None:
     """Return the compiled module (building it on first call), or None if it cannot be built.
 
     Built for ``$POINTRIX_NATIVE_ARCH`` when set (no fallback: a failure names the variable),
@@ -308,7 +317,7 @@ def load_extension() -> Optional[ModuleType]:
         return None
 
 
-def default_module() -> Optional[ModuleType]:
+def default_module() -> ModuleType | None:
     """The module ``load_extension()`` builds (building it now if needed), even while
     ``use_module()`` has swapped in another."""
     if not _tried:
@@ -316,7 +325,7 @@ def default_module() -> Optional[ModuleType]:
     return _default
 
 
-def use_module(module: Optional[ModuleType]) -> Optional[ModuleType]:
+def use_module(module: ModuleType | None) -> ModuleType | None:
     """Make ``module`` what ``load_extension()`` returns (tests run one process over several
     variants); returns the previous one."""
     global _module, _tried, _error
@@ -326,13 +335,13 @@ def use_module(module: Optional[ModuleType]) -> Optional[ModuleType]:
         return previous
 
 
-def isa_level(module: Optional[ModuleType] = None) -> Optional[str]:
+def isa_level(module: ModuleType | None = None) -> str | None:
     """What the loaded extension (or ``module``) was compiled for, e.g. ``x86-64-v3 (AVX2+FMA)``;
     None when it is not loaded. Read from the binary's own preprocessor macros."""
     module = module or _module
     return module.isa() if module is not None and hasattr(module, "isa") else None
 
 
-def unavailable_reason() -> Optional[str]:
+def unavailable_reason() -> str | None:
     """Why the extension is unavailable (None when it loaded or was not tried yet)."""
     return _error

@@ -6,7 +6,7 @@ intermediate tensor: autograd fills its ``.grad`` for densification.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -36,14 +36,31 @@ class ProjectGaussians(torch.autograd.Function):
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: Any, means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, viewmats: Tensor,
-        Ks: Tensor, options: RasterOptions,
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
+        ctx: Any,
+        means: Tensor,
+        quats: Tensor,
+        scales: Tensor,
+        opacities: Tensor,
+        viewmats: Tensor,
+        Ks: Tensor,
+        options: RasterOptions,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         o = options
         radii, means2d, depths, conics, comps = _ext().project_fwd(
-            means, quats, scales, opacities, viewmats, Ks, o.width, o.height, o.eps2d, o.near_plane, o.far_plane,
-            o.radius_clip, o.antialiased,
-        )  # fmt: skip
+            means,
+            quats,
+            scales,
+            opacities,
+            viewmats,
+            Ks,
+            o.width,
+            o.height,
+            o.eps2d,
+            o.near_plane,
+            o.far_plane,
+            o.radius_clip,
+            o.antialiased,
+        )
         ctx.save_for_backward(means, quats, scales, viewmats, Ks, radii, conics, comps)
         ctx.options = o
         ctx.mark_non_differentiable(radii)
@@ -52,14 +69,28 @@ class ProjectGaussians(torch.autograd.Function):
     @staticmethod
     def backward(  # type: ignore[override]
         ctx: Any, v_radii: Tensor, v_means2d: Tensor, v_depths: Tensor, v_conics: Tensor, v_comps: Tensor
-    ) -> tuple[Optional[Tensor], ...]:
+    ) -> tuple[Tensor | None, ...]:
         means, quats, scales, viewmats, Ks, radii, conics, comps = ctx.saved_tensors
         o = ctx.options
         v_means, v_quats, v_scales, v_viewmats = _ext().project_bwd(
-            means, quats, scales, viewmats, Ks, o.width, o.height, o.eps2d, radii, conics, comps,
-            v_means2d.contiguous(), v_depths.contiguous(), v_conics.contiguous(),
-            v_comps.contiguous() if o.antialiased else _EMPTY, o.antialiased, ctx.needs_input_grad[4],
-        )  # fmt: skip
+            means,
+            quats,
+            scales,
+            viewmats,
+            Ks,
+            o.width,
+            o.height,
+            o.eps2d,
+            radii,
+            conics,
+            comps,
+            v_means2d.contiguous(),
+            v_depths.contiguous(),
+            v_conics.contiguous(),
+            v_comps.contiguous() if o.antialiased else _EMPTY,
+            o.antialiased,
+            ctx.needs_input_grad[4],
+        )
         return (
             v_means if ctx.needs_input_grad[0] else None,
             v_quats if ctx.needs_input_grad[1] else None,
@@ -81,9 +112,16 @@ class RasterizePixels(torch.autograd.Function):
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: Any, means2d: Tensor, conics: Tensor, colors: Tensor, opacities: Tensor,
-        backgrounds: Optional[Tensor], bins: tuple[Tensor, ...], options: RasterOptions, stats: dict,
-    ) -> tuple[Tensor, Tensor]:  # fmt: skip
+        ctx: Any,
+        means2d: Tensor,
+        conics: Tensor,
+        colors: Tensor,
+        opacities: Tensor,
+        backgrounds: Tensor | None,
+        bins: tuple[Tensor, ...],
+        options: RasterOptions,
+        stats: dict,
+    ) -> tuple[Tensor, Tensor]:
         o = options
         tile_offsets, flatten_ids = bins[0], bins[1]
         bg = _EMPTY if backgrounds is None else backgrounds
@@ -96,13 +134,29 @@ class RasterizePixels(torch.autograd.Function):
         return out_c, out_a
 
     @staticmethod
-    def backward(ctx: Any, v_colors: Tensor, v_alphas: Tensor) -> tuple[Optional[Tensor], ...]:  # type: ignore[override]
+    def backward(ctx: Any, v_colors: Tensor, v_alphas: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         means2d, conics, colors, opacities, bg, t_off, f_ids, g_off, pos, T_final, last_ids, contrib = ctx.saved_tensors
         o = ctx.options
         v_m2d, v_con, v_col, v_op, v_abs = _ext().raster_bwd(
-            means2d, conics, colors, opacities, bg, o.width, o.height, o.tile_size, t_off, f_ids, g_off, pos,
-            T_final, last_ids, contrib, v_colors.float(), v_alphas.float(), o.absgrad,  # strided reads, no copy
-        )  # fmt: skip
+            means2d,
+            conics,
+            colors,
+            opacities,
+            bg,
+            o.width,
+            o.height,
+            o.tile_size,
+            t_off,
+            f_ids,
+            g_off,
+            pos,
+            T_final,
+            last_ids,
+            contrib,
+            v_colors.float(),
+            v_alphas.float(),
+            o.absgrad,  # strided reads, no copy
+        )
         if o.absgrad:
             means2d.absgrad = v_abs  # read by densification, as gsplat does
         v_bg = None
@@ -132,7 +186,9 @@ class SHColors(torch.autograd.Function):
         return colors
 
     @staticmethod
-    def backward(ctx: Any, v_colors: Tensor) -> tuple[Optional[Tensor], ...]:  # type: ignore[override]
+    def backward(ctx: Any, v_colors: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         means, campos, coeffs4, radii, colors = ctx.saved_tensors
-        v_coeffs, v_means, v_campos = _ext().sh_bwd(ctx.degree, means, campos, coeffs4, radii, colors, v_colors.contiguous())
+        v_coeffs, v_means, v_campos = _ext().sh_bwd(
+            ctx.degree, means, campos, coeffs4, radii, colors, v_colors.contiguous()
+        )
         return v_means, v_campos, v_coeffs, None, None

@@ -7,7 +7,7 @@ outputs are float32; ``tile_size`` 16 is the SIMD-specialised fast path.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from torch import Tensor
 
@@ -37,9 +37,17 @@ def _inputs(x: Inputs) -> Inputs:
 
 
 def _project(
-    means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, viewmats: Tensor, Ks: Tensor, options: RasterOptions
+    means: Tensor,
+    quats: Tensor,
+    scales: Tensor,
+    opacities: Tensor,
+    viewmats: Tensor,
+    Ks: Tensor,
+    options: RasterOptions,
 ) -> Projection:
-    radii, means2d, depths, conics, comps = ProjectGaussians.apply(means, quats, scales, opacities, viewmats, Ks, options)
+    radii, means2d, depths, conics, comps = ProjectGaussians.apply(
+        means, quats, scales, opacities, viewmats, Ks, options
+    )
     return Projection(radii, means2d, depths, conics, comps if options.antialiased else None)
 
 
@@ -49,22 +57,36 @@ def _sh(means: Tensor, campos: Tensor, coeffs: Tensor, radii: Tensor, degree: in
 
 def _bin(proj: Projection, opacities: Tensor, options: RasterOptions) -> tuple[tuple[Tensor, ...], Tensor]:
     o = options
-    bins = tuple(load_extension().bin_tiles(
-        proj.means2d.detach(), proj.radii, proj.depths.detach(), proj.conics.detach(), opacities.detach(),
-        o.width, o.height, o.tile_size,
-    ))  # fmt: skip
+    bins = tuple(
+        load_extension().bin_tiles(
+            proj.means2d.detach(),
+            proj.radii,
+            proj.depths.detach(),
+            proj.conics.detach(),
+            opacities.detach(),
+            o.width,
+            o.height,
+            o.tile_size,
+        )
+    )
     gauss_offsets = bins[2]  # [C * N + 1]: where each Gaussian's tiles start in the binned lists
     return bins, (gauss_offsets[1:] - gauss_offsets[:-1]).view(proj.depths.shape)
 
 
 def _rasterize(
-    proj: Projection, features: Tensor, opacities: Tensor, backgrounds: Optional[Tensor], bins: tuple[Tensor, ...],
+    proj: Projection,
+    features: Tensor,
+    opacities: Tensor,
+    backgrounds: Tensor | None,
+    bins: tuple[Tensor, ...],
     options: RasterOptions,
-) -> tuple[Tensor, Tensor, dict[str, Any]]:  # fmt: skip
+) -> tuple[Tensor, Tensor, dict[str, Any]]:
     if features.stride(2) != 1 or features.stride(1) != features.shape[2]:
         features = features.contiguous()  # the kernel reads [N, D] rows; camera stride may be 0
     stats: dict[str, Any] = {}
-    colors, alphas = RasterizePixels.apply(proj.means2d, proj.conics, features, opacities, backgrounds, bins, options, stats)
+    colors, alphas = RasterizePixels.apply(
+        proj.means2d, proj.conics, features, opacities, backgrounds, bins, options, stats
+    )
     return colors, alphas, {"n_evaluations": stats.get("n_evaluations", 0)}
 
 

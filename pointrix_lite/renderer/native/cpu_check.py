@@ -19,17 +19,46 @@ from pathlib import Path
 
 # Predefined macro -> the flag Linux lists in /proc/cpuinfo for the same instructions.
 MACRO_FLAGS = {
-    "__SSE3__": "pni", "__SSSE3__": "ssse3", "__SSE4_1__": "sse4_1", "__SSE4_2__": "sse4_2", "__POPCNT__": "popcnt",
-    "__AVX__": "avx", "__AVX2__": "avx2", "__FMA__": "fma", "__F16C__": "f16c", "__BMI__": "bmi1", "__BMI2__": "bmi2",
-    "__LZCNT__": "abm", "__MOVBE__": "movbe", "__AVX512F__": "avx512f", "__AVX512CD__": "avx512cd",
-    "__AVX512BW__": "avx512bw", "__AVX512DQ__": "avx512dq", "__AVX512VL__": "avx512vl", "__AVX512IFMA__": "avx512ifma",
-    "__AVX512VBMI__": "avx512vbmi", "__AVX512VBMI2__": "avx512_vbmi2", "__AVX512VNNI__": "avx512_vnni",
-    "__AVX512BITALG__": "avx512_bitalg", "__AVX512VPOPCNTDQ__": "avx512_vpopcntdq", "__AVX512BF16__": "avx512_bf16",
-    "__AVX512FP16__": "avx512_fp16", "__AVXVNNI__": "avx_vnni", "__AMX_TILE__": "amx_tile", "__AMX_INT8__": "amx_int8",
-    "__AMX_BF16__": "amx_bf16", "__AMX_FP16__": "amx_fp16", "__AVX512VP2INTERSECT__": "avx512_vp2intersect", "__GFNI__": "gfni", "__VAES__": "vaes", "__VPCLMULQDQ__": "vpclmulqdq",
-    "__ARM_FEATURE_SVE": "sve", "__ARM_FEATURE_SVE2": "sve2", "__ARM_FEATURE_DOTPROD": "asimddp",
+    "__SSE3__": "pni",
+    "__SSSE3__": "ssse3",
+    "__SSE4_1__": "sse4_1",
+    "__SSE4_2__": "sse4_2",
+    "__POPCNT__": "popcnt",
+    "__AVX__": "avx",
+    "__AVX2__": "avx2",
+    "__FMA__": "fma",
+    "__F16C__": "f16c",
+    "__BMI__": "bmi1",
+    "__BMI2__": "bmi2",
+    "__LZCNT__": "abm",
+    "__MOVBE__": "movbe",
+    "__AVX512F__": "avx512f",
+    "__AVX512CD__": "avx512cd",
+    "__AVX512BW__": "avx512bw",
+    "__AVX512DQ__": "avx512dq",
+    "__AVX512VL__": "avx512vl",
+    "__AVX512IFMA__": "avx512ifma",
+    "__AVX512VBMI__": "avx512vbmi",
+    "__AVX512VBMI2__": "avx512_vbmi2",
+    "__AVX512VNNI__": "avx512_vnni",
+    "__AVX512BITALG__": "avx512_bitalg",
+    "__AVX512VPOPCNTDQ__": "avx512_vpopcntdq",
+    "__AVX512BF16__": "avx512_bf16",
+    "__AVX512FP16__": "avx512_fp16",
+    "__AVXVNNI__": "avx_vnni",
+    "__AMX_TILE__": "amx_tile",
+    "__AMX_INT8__": "amx_int8",
+    "__AMX_BF16__": "amx_bf16",
+    "__AMX_FP16__": "amx_fp16",
+    "__AVX512VP2INTERSECT__": "avx512_vp2intersect",
+    "__GFNI__": "gfni",
+    "__VAES__": "vaes",
+    "__VPCLMULQDQ__": "vpclmulqdq",
+    "__ARM_FEATURE_SVE": "sve",
+    "__ARM_FEATURE_SVE2": "sve2",
+    "__ARM_FEATURE_DOTPROD": "asimddp",
     "__ARM_FEATURE_FP16_VECTOR_ARITHMETIC": "asimdhp",
-}  # fmt: skip
+}
 _DEFINE = re.compile(r"#define (\w+) ")
 
 
@@ -38,7 +67,7 @@ def compiler() -> str:
     return os.environ.get("CXX", "c++")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def target_flags(arch: str, cxx: str | None = None) -> tuple[str, ...]:
     """The CPU flags a ``-march=arch`` build may use (none for ``scalar``), sorted.
 
@@ -50,8 +79,9 @@ def target_flags(arch: str, cxx: str | None = None) -> tuple[str, ...]:
         return ()
     cxx = cxx or compiler()
     try:
-        out = subprocess.run([cxx, f"-march={arch}", "-dM", "-E", "-x", "c++", os.devnull],
-                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        out = subprocess.run(
+            [cxx, f"-march={arch}", "-dM", "-E", "-x", "c++", os.devnull], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ValueError(f"POINTRIX_NATIVE_ARCH={arch}: cannot run the compiler {cxx} ({exc})") from None
     if out.returncode != 0:

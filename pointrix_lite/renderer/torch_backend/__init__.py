@@ -7,7 +7,7 @@ autograd w.r.t. means, quats, scales, opacities, colours/SH and viewmats.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -25,14 +25,30 @@ def _as_given(x: Inputs) -> Inputs:
 
 
 def _project(
-    means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, viewmats: Tensor, Ks: Tensor, options: RasterOptions
+    means: Tensor,
+    quats: Tensor,
+    scales: Tensor,
+    opacities: Tensor,
+    viewmats: Tensor,
+    Ks: Tensor,
+    options: RasterOptions,
 ) -> Projection:
     o = options
     return project_gaussians(
-        means, quats, scales, opacities, viewmats, Ks, o.width, o.height,
-        eps2d=o.eps2d, near_plane=o.near_plane, far_plane=o.far_plane, radius_clip=o.radius_clip,
+        means,
+        quats,
+        scales,
+        opacities,
+        viewmats,
+        Ks,
+        o.width,
+        o.height,
+        eps2d=o.eps2d,
+        near_plane=o.near_plane,
+        far_plane=o.far_plane,
+        radius_clip=o.radius_clip,
         calc_compensations=o.antialiased,
-    )  # fmt: skip
+    )
 
 
 def _sh(means: Tensor, campos: Tensor, coeffs: Tensor, radii: Tensor, degree: int) -> Tensor:
@@ -48,18 +64,32 @@ def _bin(proj: Projection, opacities: Tensor, options: RasterOptions) -> tuple[T
 
 
 def _rasterize(
-    proj: Projection, features: Tensor, opacities: Tensor, backgrounds: Optional[Tensor], tiles: TileLists,
-    options: RasterOptions, pair_budget: int = DEFAULT_PAIR_BUDGET,
-) -> tuple[Tensor, Tensor, dict[str, Any]]:  # fmt: skip
+    proj: Projection,
+    features: Tensor,
+    opacities: Tensor,
+    backgrounds: Tensor | None,
+    tiles: TileLists,
+    options: RasterOptions,
+    pair_budget: int = DEFAULT_PAIR_BUDGET,
+) -> tuple[Tensor, Tensor, dict[str, Any]]:
     C, N = opacities.shape
     sink = None
     if options.absgrad:
         sink = proj.means2d.new_zeros(C * N, 2)
         proj.means2d.absgrad = sink.view(C, N, 2)  # filled in place by backward, like gsplat's attribute
     colors, alphas = rasterize_tiles(
-        proj.means2d, proj.conics, features, opacities, tiles, options.width, options.height, options.tile_size,
-        backgrounds=backgrounds, absgrad_sink=sink, pair_budget=pair_budget,
-    )  # fmt: skip
+        proj.means2d,
+        proj.conics,
+        features,
+        opacities,
+        tiles,
+        options.width,
+        options.height,
+        options.tile_size,
+        backgrounds=backgrounds,
+        absgrad_sink=sink,
+        pair_budget=pair_budget,
+    )
     if torch.is_grad_enabled() and features.requires_grad and not colors.requires_grad:
         # Every Gaussian was culled: the image is pure background and autograd would see no path
         # to the inputs, so loss.backward() would fail. The native and gsplat backends return

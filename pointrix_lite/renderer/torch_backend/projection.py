@@ -21,10 +21,16 @@ def quat_to_rotmat(quats: Tensor) -> Tensor:
     quats = quats / quats.norm(dim=-1, keepdim=True)
     w, x, y, z = quats.unbind(-1)
     rows = [
-        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
-    ]  # fmt: skip
+        1 - 2 * (y * y + z * z),
+        2 * (x * y - w * z),
+        2 * (x * z + w * y),
+        2 * (x * y + w * z),
+        1 - 2 * (x * x + z * z),
+        2 * (y * z - w * x),
+        2 * (x * z - w * y),
+        2 * (y * z + w * x),
+        1 - 2 * (x * x + y * y),
+    ]
     return torch.stack(rows, dim=-1).reshape(quats.shape[:-1] + (3, 3))
 
 
@@ -35,10 +41,20 @@ def quat_scale_to_covar(quats: Tensor, scales: Tensor) -> Tensor:
 
 
 def project_gaussians(
-    means: Tensor, quats: Tensor, scales: Tensor, opacities: Tensor, viewmats: Tensor, Ks: Tensor,
-    width: int, height: int, eps2d: float = 0.3, near_plane: float = 0.01, far_plane: float = 1e10,
-    radius_clip: float = 0.0, calc_compensations: bool = False,
-) -> Projection:  # fmt: skip
+    means: Tensor,
+    quats: Tensor,
+    scales: Tensor,
+    opacities: Tensor,
+    viewmats: Tensor,
+    Ks: Tensor,
+    width: int,
+    height: int,
+    eps2d: float = 0.3,
+    near_plane: float = 0.01,
+    far_plane: float = 1e10,
+    radius_clip: float = 0.0,
+    calc_compensations: bool = False,
+) -> Projection:
     """Project N Gaussians into C pinhole cameras, with gsplat's culling rules.
 
     Args:
@@ -66,9 +82,9 @@ def project_gaussians(
     tx = z * torch.clamp(x / z, min=-lim_x_neg, max=lim_x_pos)
     ty = z * torch.clamp(y / z, min=-lim_y_neg, max=lim_y_pos)
     zero = torch.zeros_like(z)
-    J = torch.stack(
-        [fx / z, zero, -fx * tx / (z * z), zero, fy / z, -fy * ty / (z * z)], dim=-1
-    ).reshape(z.shape + (2, 3))
+    J = torch.stack([fx / z, zero, -fx * tx / (z * z), zero, fy / z, -fy * ty / (z * z)], dim=-1).reshape(
+        z.shape + (2, 3)
+    )
     cov2d = J @ covars_c @ J.transpose(-1, -2)  # [C, N, 2, 2]
     means2d = torch.stack([fx * x / z + cx, fy * y / z + cy], dim=-1)
 

@@ -15,8 +15,6 @@ recomputes the [tiles, pixels, segment] intermediates during backward.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
@@ -58,7 +56,7 @@ def _composite_block(
     T_in: Tensor,
     done_in: Tensor,
     gauss_ids: Tensor,
-    absgrad_sink: Optional[Tensor],
+    absgrad_sink: Tensor | None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Composite one segment of S list entries for G tiles of P pixels.
 
@@ -101,8 +99,8 @@ def rasterize_tiles(
     width: int,
     height: int,
     tile_size: int,
-    backgrounds: Optional[Tensor] = None,
-    absgrad_sink: Optional[Tensor] = None,
+    backgrounds: Tensor | None = None,
+    absgrad_sink: Tensor | None = None,
     pair_budget: int = DEFAULT_PAIR_BUDGET,
 ) -> tuple[Tensor, Tensor]:
     """Composite projected Gaussians into images.

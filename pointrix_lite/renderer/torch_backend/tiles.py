@@ -23,7 +23,9 @@ class TileLists(NamedTuple):
     tiles_per_gauss: Tensor  # [C, N] int64
 
 
-def tile_bounds(means2d: Tensor, radii: Tensor, tile_size: int, tile_width: int, tile_height: int) -> tuple[Tensor, Tensor]:
+def tile_bounds(
+    means2d: Tensor, radii: Tensor, tile_size: int, tile_width: int, tile_height: int
+) -> tuple[Tensor, Tensor]:
     """Tile box [min, max) of each projected Gaussian. means2d [..., 2], radii [..., 2] -> 2 x [..., 2] int64"""
     tile_xy = means2d.detach() / tile_size
     tile_r = radii.to(means2d.dtype) / tile_size
@@ -34,7 +36,9 @@ def tile_bounds(means2d: Tensor, radii: Tensor, tile_size: int, tile_width: int,
 
 
 @torch.no_grad()
-def intersect_tiles(means2d: Tensor, radii: Tensor, depths: Tensor, width: int, height: int, tile_size: int) -> TileLists:
+def intersect_tiles(
+    means2d: Tensor, radii: Tensor, depths: Tensor, width: int, height: int, tile_size: int
+) -> TileLists:
     """Front-to-back Gaussian lists for every tile of every camera.
 
     Args:
