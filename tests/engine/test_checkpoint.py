@@ -13,9 +13,8 @@ from pointrix_lite.engine.checkpoint import find_latest, load_checkpoint_file
 from pointrix_lite.engine.hooks import Hook
 from pointrix_lite.engine.trainer import TrainingInterrupted
 from pointrix_lite.errors import CheckpointError
+from tests.engine.engine_helpers import make_trainer
 from tests.renderer.cuda_required import ON_CUDA
-
-from .engine_helpers import make_trainer
 
 
 class CounterHook(Hook):

@@ -7,8 +7,7 @@ import re
 from pathlib import Path
 
 from pointrix_lite.cli.plugins import load_plugin
-
-from .engine_helpers import make_trainer
+from tests.engine.engine_helpers import make_trainer
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "extending.md"
 

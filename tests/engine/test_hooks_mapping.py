@@ -12,8 +12,7 @@ from pointrix_lite.components import import_all
 from pointrix_lite.engine.experiment import dump_config, load_experiment, save_config
 from pointrix_lite.engine.hooks import build_hooks
 from pointrix_lite.errors import ConfigError
-
-from .engine_helpers import TOY_PLUGIN, toy_raw_config
+from tests.engine.engine_helpers import TOY_PLUGIN, toy_raw_config
 
 import_all()  # the configs name PlyExportHook, which export/ registers (the file also runs alone)
 

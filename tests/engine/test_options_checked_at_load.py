@@ -20,8 +20,7 @@ from pointrix_lite.config import OptionError
 from pointrix_lite.data.base import SceneDataset
 from pointrix_lite.engine.hooks import CheckPointHook
 from pointrix_lite.registry import DATASETS
-
-from .engine_helpers import TOY_PLUGIN, toy_raw_config
+from tests.engine.engine_helpers import TOY_PLUGIN, toy_raw_config
 
 LOADED: list[object] = []
 

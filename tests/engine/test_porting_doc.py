@@ -26,8 +26,7 @@ from pointrix_lite.engine.hooks import Hook, build_hooks, format_hook_table
 from pointrix_lite.errors import ConfigError
 from pointrix_lite.registry import HOOKS, WRITERS
 from pointrix_lite.writers import Writer
-
-from .engine_helpers import TOY_PLUGIN, toy_raw_config
+from tests.engine.engine_helpers import TOY_PLUGIN, toy_raw_config
 
 import_all()  # the configs on the page name the built-in model, renderer and datasets
 DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "porting.md"

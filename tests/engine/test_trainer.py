@@ -13,8 +13,7 @@ import torch
 from pointrix_lite.engine.checkpoint import find_latest, load_checkpoint_file
 from pointrix_lite.engine.hooks import SITES, Hook, NonFiniteLossError
 from pointrix_lite.hook import Priority
-
-from .engine_helpers import make_trainer
+from tests.engine.engine_helpers import make_trainer
 
 
 class SiteRecorder(Hook):
@@ -133,7 +132,7 @@ def test_type_error_in_hook_names_the_hook(toy_config):
         def after_train_iter(self):  # missing batch_idx, batch
             pass
 
-    # Caught when the hook is registered, before anything runs (tests/engine/test_hook_signatures.py).
+    # Caught when the hook is registered, before anything runs (tests/hook/test_hook_signatures.py).
     with pytest.raises(TypeError, match=r"hook WrongSignatureHook: WrongSignatureHook.after_train_iter\(self\)"):
         trainer.register_hook(WrongSignatureHook())
 

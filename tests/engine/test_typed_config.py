@@ -22,8 +22,7 @@ from pointrix_lite.engine.hook_list import HookList
 from pointrix_lite.engine.hooks import Hook
 from pointrix_lite.engine.hooks import resolve as hook_resolve
 from pointrix_lite.registry import MODELS, Component
-
-from .engine_helpers import make_trainer, toy_raw_config
+from tests.engine.engine_helpers import make_trainer, toy_raw_config
 
 
 def test_each_section_is_checked_once_and_the_component_gets_that_object(tmp_path: Path) -> None:

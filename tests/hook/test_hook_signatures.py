@@ -13,8 +13,7 @@ from pointrix_lite.cli.train import main
 from pointrix_lite.engine.hooks import Hook, HookSignatureError, build_hooks, check_hook_class
 from pointrix_lite.errors import ConfigError
 from pointrix_lite.registry import HOOKS
-
-from .engine_helpers import TOY_PLUGIN, make_trainer, toy_raw_config
+from tests.engine.engine_helpers import TOY_PLUGIN, make_trainer, toy_raw_config
 
 # What a user ports first: the trainer comes in as an argument, as in Pointrix and MMEngine.
 PORTED = {

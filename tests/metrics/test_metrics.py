@@ -10,8 +10,7 @@ import torch
 from skimage.metrics import structural_similarity
 
 from pointrix_lite.metrics import psnr, ssim
-
-from .helpers import inria_ssim
+from tests.model.helpers import inria_ssim
 
 
 def _skimage_ssim(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -11,8 +11,7 @@ from plyfile import PlyData, PlyElement
 from pointrix_lite.errors import DataError, PointrixError
 from pointrix_lite.export import load_ply, save_ply
 from pointrix_lite.model import GaussianModel
-
-from .helpers import make_model
+from tests.model.helpers import make_model
 
 
 def _random_model(sh_degree: int = 3, n: int = 64) -> GaussianModel:

@@ -9,8 +9,7 @@ from pointrix_lite.model import group_by_name
 from pointrix_lite.registry import STRATEGIES
 from pointrix_lite.strategy import MCMCStrategy
 from pointrix_lite.strategy.ops import compute_relocation
-
-from .helpers import adam_rows_match, make_model, take_adam_step
+from tests.model.helpers import adam_rows_match, make_model, take_adam_step
 
 
 def build(max_steps: int = 30_000, **cfg) -> MCMCStrategy:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from .engine_helpers import make_trainer
+from tests.engine.engine_helpers import make_trainer
+
 from .test_appearance_opt import APP_EXTRA, _app_hook
 
 # Per training view and channel: an exposure times a white balance, one view brightened past 1

@@ -18,8 +18,7 @@ from pointrix_lite.strategy.ops import (
     sample_add,
     split,
 )
-
-from .helpers import adam_rows_match, make_model, take_adam_step
+from tests.model.helpers import adam_rows_match, make_model, take_adam_step
 
 
 def _trained(n: int = 12):

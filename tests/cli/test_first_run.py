@@ -15,8 +15,7 @@ import yaml
 from pointrix_lite.cli.train import main
 from pointrix_lite.data.base import require_dir
 from pointrix_lite.data.demo import make
-
-from .engine_helpers import TOY_PLUGIN, toy_raw_config
+from tests.engine.engine_helpers import TOY_PLUGIN, toy_raw_config
 
 REPO = Path(__file__).resolve().parents[2]
 

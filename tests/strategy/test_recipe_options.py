@@ -8,8 +8,8 @@ import torch
 from pointrix_lite.errors import ConfigError
 from pointrix_lite.model.gaussian_model import GaussianModel
 from pointrix_lite.registry import STRATEGIES
+from tests.model.helpers import adam_rows_match, make_model, take_adam_step
 
-from .helpers import adam_rows_match, make_model, take_adam_step
 from .test_default_strategy import fake_render, run_step
 
 

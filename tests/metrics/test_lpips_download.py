@@ -22,8 +22,7 @@ import torch
 from pointrix_lite.config import ConfigError
 from pointrix_lite.metrics import LPIPS, backbone_download
 from pointrix_lite.model.gaussian_model import GaussianModel
-
-from .helpers import make_model, make_view
+from tests.model.helpers import make_model, make_view
 
 SWITCH = backbone_download.SWITCH
 

@@ -15,8 +15,7 @@ import pytest
 import torch
 
 from pointrix_lite.metrics import LPIPS, backbone_weights_path
-
-from .helpers import make_model, make_view
+from tests.model.helpers import make_model, make_view
 
 
 @pytest.fixture

@@ -13,10 +13,9 @@ from pointrix_lite.registry import STRATEGIES
 from pointrix_lite.renderer.rasterization import rasterization
 from pointrix_lite.renderer.renderer import GaussianRenderer
 from pointrix_lite.strategy.error_scores import ERROR_KEYS, accumulate_error_scores, normalised, pixel_errors
+from tests.model.helpers import adam_rows_match, make_model, take_adam_step
 from tests.renderer.cuda_required import CUDA_ONLY
 from tests.renderer.native_required import require_native
-
-from .helpers import adam_rows_match, make_model, take_adam_step
 
 W, H = 24, 18
 

@@ -2,7 +2,7 @@
 
 The decisions take a ``torch.device``, so the CUDA ones are checked here without a GPU; that the
 torch paths chosen for CUDA compute what the CPU kernels compute is tested where each lives
-(tests/model/test_adam.py, tests/model/test_ssim_native.py, tests/renderer/test_gsplat_on_cpu.py).
+(tests/model/test_adam.py, tests/metrics/test_ssim_native.py, tests/renderer/test_gsplat_on_cpu.py).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def _tiny_trainer(exp_dir):
 
     import_all()
     cfg = load_experiment(
-        Path(__file__).resolve().parents[2] / "configs" / "demo.yaml",
+        Path(__file__).resolve().parents[1] / "configs" / "demo.yaml",
         [f"exp_dir={exp_dir}", "trainer.max_steps=1", "writers=[]", "dataset.scale=8"],
     )
     return DefaultTrainer(cfg, exp_dir, "cpu")

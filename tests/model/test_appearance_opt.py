@@ -17,10 +17,9 @@ from pointrix_lite.engine.hooks import AppearanceOptHook
 from pointrix_lite.errors import CheckpointError, ConfigError
 from pointrix_lite.model.appearance import AppearanceCorrection
 from pointrix_lite.registry import MODELS
+from tests.engine.engine_helpers import make_trainer, stop_and_resume
 from tests.integration.conftest import REPO, demo_overrides
 from tests.model.helpers import make_model, make_view
-
-from .engine_helpers import make_trainer, stop_and_resume
 
 
 def _numpy_transform(rgb: np.ndarray, delta: np.ndarray, mode: str) -> np.ndarray:

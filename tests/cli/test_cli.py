@@ -17,8 +17,7 @@ import yaml
 
 from pointrix_lite.cli.train import main
 from pointrix_lite.engine.checkpoint import find_latest
-
-from .engine_helpers import TOY_PLUGIN, toy_raw_config
+from tests.engine.engine_helpers import TOY_PLUGIN, toy_raw_config
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN = REPO / "scripts" / "train.py"

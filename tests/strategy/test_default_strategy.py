@@ -8,8 +8,7 @@ import torch
 from pointrix_lite.errors import ConfigError
 from pointrix_lite.registry import STRATEGIES
 from pointrix_lite.strategy import DefaultStrategy
-
-from .helpers import adam_rows_match, make_model, take_adam_step
+from tests.model.helpers import adam_rows_match, make_model, take_adam_step
 
 W, H = 40, 30
 

@@ -18,8 +18,7 @@ from pointrix_lite.errors import CheckpointError, ConfigError
 from pointrix_lite.model.pose import PoseCorrection, rotation_6d_to_matrix
 from pointrix_lite.registry import RENDERERS
 from pointrix_lite.renderer import GaussianRenderer
-
-from .engine_helpers import make_trainer, stop_and_resume
+from tests.engine.engine_helpers import make_trainer, stop_and_resume
 
 
 def test_zero_correction_is_identity_and_matches_an_independent_se3():

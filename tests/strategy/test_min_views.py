@@ -10,8 +10,8 @@ from pointrix_lite.config import OptionError
 from pointrix_lite.data.cameras import Camera, look_at
 from pointrix_lite.registry import STRATEGIES
 from pointrix_lite.strategy.visibility import Frusta, views_in_frame
+from tests.model.helpers import adam_rows_match, make_model, take_adam_step
 
-from .helpers import adam_rows_match, make_model, take_adam_step
 from .test_default_strategy import fake_render, run_step
 
 

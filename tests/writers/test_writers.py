@@ -13,8 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from pointrix_lite.registry import WRITERS
 from pointrix_lite.writers import JsonlWriter, Writer, WriterGroup, image_to_uint8
-
-from .engine_helpers import make_trainer
+from tests.engine.engine_helpers import make_trainer
 
 
 def _image() -> np.ndarray:

@@ -8,8 +8,8 @@ import torch
 from scipy.spatial.transform import Rotation
 
 from pointrix_lite.model.pose import PoseCorrection, remove_common_motion
+from tests.engine.engine_helpers import make_trainer, stop_and_resume
 
-from .engine_helpers import make_trainer, stop_and_resume
 from .test_pose_opt import POSE_EXTRA, _pose_hook
 
 
