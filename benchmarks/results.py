@@ -92,11 +92,13 @@ def record(
     command: str | Sequence[str],
     *,
     on: str | None = None,
+    at: str | None = None,
     store: Path = STORE,
 ) -> Path:
     """Store one measured row of ``table`` under ``key`` (replacing a row with the same key) and return
     the JSON file. ``cells`` maps column names to values (missing columns print empty); ``command`` is
-    what measured it (a list is shell-joined); ``on`` the machine (default: :func:`machine`)."""
+    what measured it (a list is shell-joined); ``on`` the machine (default: :func:`machine`); ``at`` the
+    version measured (default: :func:`version`, this checkout's), for a figure measured on another revision."""
     unknown = set(cells) - set(table.columns)
     if unknown:
         raise ValueError(f"table {table.name}: no column {sorted(unknown)} (columns: {list(table.columns)})")
@@ -106,7 +108,7 @@ def record(
     data = _load(path) if path.exists() else {}
     rows = [r for r in data.get("rows", []) if r["key"] != key]
     rows.append(
-        {"key": key, "cells": dict(cells), "command": command, "machine": on or machine(), "version": version()}
+        {"key": key, "cells": dict(cells), "command": command, "machine": on or machine(), "version": at or version()}
     )
     data = {
         "title": table.title,
