@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         train = [py, "scripts/train.py", "--config", "configs/colmap_cpu.yaml"]
         cmd = [*train, f"dataset.data_path={scene}", *GPU_BUDGET, f"strategy.cap_max={args.cap}"]
         cmd += [f"trainer.max_steps={args.steps}", "save_ckpt_after_iter=0", f"exp_dir={first}", *device]
-        rc, _ = stages.run("first_run", 420, cmd)
+        rc, _ = stages.run("first_run", 300, cmd)
         m = _metrics(first)
         if m:
             row["first run"] = f"{m['steps']} steps, {m['train_seconds']:.0f} s"
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if "cuda_tests" not in args.skip and (REPO / "tests").is_dir() and args.device == "cuda":
         cmd = [py, "-m", "pytest", "-m", "cuda", "-q", "-ra", "-p", "no:cacheprovider", *_cuda_test_files()]
-        rc, text = stages.run("cuda_tests", 150, cmd)
+        rc, text = stages.run("cuda_tests", 120, cmd)
         found = PYTEST_LINE.findall(text)
         row["CUDA tests"] = found[-1].strip() if found else f"exit {rc}"
 
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [py, "-m", "benchmarks", "gpu_step", "--ply", str(first / "point_cloud.ply"), "--data", str(scene)]
         cmd += ["--tree", "this=.", "--rounds", "1", "--steps", "40", "--start-step", str(args.steps)]
         cmd += ["--device", args.device, f"strategy.cap_max={args.cap}"]
-        rc, text = stages.run("step", 180, cmd)
+        rc, text = stages.run("step", 150, cmd)
         found = STEP_LINE.search(text)
         if found:
             row["step ms"], row["gsplat kernels ms"] = float(found.group(1)), float(found.group(2))
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(recipe, ignore_errors=True)
         cmd = [py, "scripts/train.py", "--config", "configs/colmap_gpu.yaml"]
         cmd += [f"dataset.data_path={scene}", f"trainer.max_steps={args.recipe_steps}", f"exp_dir={recipe}", *device]
-        stages.run("recipe", 300, cmd)
+        stages.run("recipe", 240, cmd)
         m = _metrics(recipe)
         if m:
             row["recipe"] = f"colmap_gpu.yaml, {m['steps']} steps"
