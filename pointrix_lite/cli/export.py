@@ -2,14 +2,16 @@
 
     export.py (--exp-dir DIR [--checkpoint CKPT] | --ply FILE) --format ply|splat|ply_compressed|spz|sog|glb
               [--out FILE] [--overwrite] [--min-opacity A] [--box x0 y0 z0 x1 y1 z1]
-              [--sphere cx cy cz r] [--sh-degree 0..3] [--spz-frame rdf|rub]
+              [--sphere cx cy cz r] [--max-distance D] [--sh-degree 0..3] [--spz-frame rdf|rub]
 
 Default output: ``<exp_dir>/point_cloud<suffix>`` (``point_cloud_<checkpoint stem><suffix>`` with
 ``--checkpoint``), or ``<FILE stem><suffix>`` beside ``--ply FILE`` (``<stem>_export.ply`` for
 ``--format ply``); suffixes ``.ply``, ``.splat``, ``.compressed.ply``, ``.spz``, ``.sog``, ``.glb``.
 ``--spz-frame`` (with ``--format spz``): ``rdf``, PLY's axes, the default, what SuperSplat, Spark
-and Babylon.js show upright; ``rub``, the frame nianticlabs/spz documents (docs/export.md). Exit
-codes: 0 written, 2 bad input (``error: <one line>`` on stderr, nothing written).
+and Babylon.js show upright; ``rub``, the frame nianticlabs/spz documents (docs/export.md).
+``--max-distance D`` drops centres farther than ``D`` from the scene centre (the centres' median):
+stray far Gaussians that would cost an SPZ file its precision, which ``--format spz`` prints.
+Exit codes: 0 written, 2 bad input (``error: <one line>`` on stderr, nothing written).
 """
 
 from __future__ import annotations
@@ -54,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--sphere", type=float, nargs=4, metavar=("CX", "CY", "CZ", "R"), help="keep centres inside this sphere"
+    )
+    p.add_argument(
+        "--max-distance",
+        type=float,
+        metavar="D",
+        help="drop centres farther than D from the scene centre (the centres' median): strays that cost SPZ precision",
     )
     p.add_argument("--sh-degree", type=int, metavar="D", help="keep SH bands up to degree D (0..3)")
     p.add_argument(
@@ -104,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         min_opacity=args.min_opacity,
         box=tuple(args.box) if args.box else None,
         sphere=tuple(args.sphere) if args.sphere else None,
+        max_distance=args.max_distance,
         sh_degree=args.sh_degree,
     )
     check_model_source(args)

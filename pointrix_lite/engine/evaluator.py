@@ -9,7 +9,6 @@ and ``view.py`` use an Evaluator alone, so the numbers they write are exactly tr
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -22,6 +21,7 @@ from rich.console import Console
 from .. import distributed, progress
 from ..hook.base import Hook
 from ..io.atomic import atomic_write_text
+from ..io.file_names import unique_stems
 from ..io.images import write_png
 from ..metrics.aggregate import mean_metrics, metric_float
 from ..writers.base import WriterGroup, image_to_uint8
@@ -29,11 +29,6 @@ from . import checkpoint as ckpt_io
 from .build import build_scene
 from .experiment import ExperimentConfig, resolve_device
 from .hook_list import HookList
-
-
-def _file_stem(name: str) -> str:
-    stem = re.sub(r"\.(png|jpe?g|exr|tiff?)$", "", name, flags=re.IGNORECASE)
-    return re.sub(r"[^\w.-]+", "_", stem)
 
 
 def as_device(device: str | torch.device) -> torch.device:
@@ -83,6 +78,8 @@ class Evaluator:
         self.render_out: dict[str, Any] = {}  # renderer output of the current step / view
         # Entries hooks add to metrics.json while test() runs (e.g. PoseOptHook's "mean_aligned").
         self.test_report: dict[str, Any] = {}
+        # {view name: PNG file name} of the split being evaluated, under renders/<split>/{render,gt}/
+        self.render_files: dict[str, str] = {}
         self.writer = WriterGroup([])  # the trainer's writers; none when only evaluating
         self._hooks = HookList(self)
         exp_dir_main = self.exp_dir if self.is_main_process else None
@@ -133,6 +130,8 @@ class Evaluator:
         self.model.eval()
         self.image_dict = {}
         per_view: dict[str, dict[str, float | None]] = {}
+        # Unique per split ("a b" and "a?b" must not share a_b.png) and the same in every run (io/file_names.py).
+        self.render_files = {name: f"{stem}.png" for name, stem in unique_stems(v.name for v in views).items()}
         self.call_hook(f"before_{split}_epoch")
         with progress.phase("validation" if split == "val" else split, total=len(views), unit="views") as advance:
             for i, view in enumerate(views):
@@ -158,7 +157,7 @@ class Evaluator:
         if save_dir is not None:
             for kind, image in (("render", render), ("gt", gt)):
                 (save_dir / kind).mkdir(parents=True, exist_ok=True)
-                write_png(save_dir / kind / f"{_file_stem(view.name)}.png", image)
+                write_png(save_dir / kind / self.render_files[view.name], image)
         self.call_hook(f"after_{split}_iter", batch_idx=i, batch=batch)
 
     def validation(self) -> dict[str, float | None]:
@@ -180,6 +179,8 @@ class Evaluator:
         report = {
             "mean": self.metric_dict,
             "per_view": per_view,
+            # which file under renders/test/{render,gt}/ holds each view (its name made safe and unique)
+            **({"render_files": self.render_files} if save_dir is not None else {}),
             **self.test_report,
             "num_gaussians": int(n) if n is not None else None,
             "steps": self.global_step,

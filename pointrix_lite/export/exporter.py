@@ -11,7 +11,7 @@ from torch import Tensor
 from ..errors import DataError
 from ..io.ply import ply_file_size
 from .filters import Selection, cut_sh, select, sh_degree_of, take
-from .formats import ExportFormat
+from .formats import ExportFormat, FormatNote
 
 
 @dataclass
@@ -27,6 +27,7 @@ class ExportReport:
     removed: list[tuple[str, int]] = field(default_factory=list)  # (filter, Gaussians it removed)
     full_ply_size: int = 0  # the same Gaussians as a full-precision PLY with the source's SH, in bytes
     source_ply_size: int = 0  # every source Gaussian as a full-precision PLY, in bytes
+    notes: list[FormatNote] = field(default_factory=list)  # the format's own lines (SPZ: its precision)
 
     def summary(self) -> str:
         mb = 1e6
@@ -36,6 +37,7 @@ class ExportReport:
             f"  {self.full_ply_size / self.size:.2f}x smaller than the full PLY of these Gaussians "
             f"({self.full_ply_size / mb:.2f} MB); source: {self.num_in:,} Gaussians, {self.source_ply_size / mb:.2f} MB as full PLY "
             f"({self.source_ply_size / self.size:.2f}x)",
+            *(f"  {note.text}" for note in self.notes),
         ]
         return "\n".join(lines)
 
@@ -65,18 +67,22 @@ def export_gaussians(
     only once the new one is complete).
 
     Raises:
-        DataError: no Gaussian is left after filtering (nothing is written).
+        DataError: the source holds no Gaussian, or none is left after filtering, or the format
+            cannot store them (SPZ: a centre beyond 24-bit fixed point); nothing is written.
         CheckpointWriteError: the file cannot be written.
     """
     from ..io.atomic import atomic_write
 
     path = Path(path)
     num_in = int(params["means"].shape[0])
+    if num_in == 0:  # e.g. a run that pruned every Gaussian: one line, not an encoder's traceback
+        raise DataError(f"{path}: nothing to export as {fmt.name}: the source holds no Gaussians")
     p, removed = prepare(params, fmt, selection)
     num_out = int(p["means"].shape[0])
     if num_out == 0:
-        detail = "; ".join(f"{name}: {n:,}" for name, n in removed if n) or "the source is empty"
+        detail = "; ".join(f"{name}: {n:,}" for name, n in removed if n)
         raise DataError(f"{path}: no Gaussians left to export out of {num_in:,} (removed by {detail})")
+    notes = [fmt.describe(p)] if fmt.describe is not None else []  # before writing: a refusal leaves no file
     atomic_write(path, lambda f: fmt.write(p, f))
     num_rest = int(params["shN"].shape[1])
     return ExportReport(
@@ -89,4 +95,5 @@ def export_gaussians(
         removed=removed,
         full_ply_size=ply_file_size(num_out, num_rest),
         source_ply_size=ply_file_size(num_in, num_rest),
+        notes=notes,
     )

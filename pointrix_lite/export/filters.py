@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import Tensor
@@ -25,12 +26,16 @@ class Selection:
     ``min_opacity``: keep ``sigmoid(opacity) >= min_opacity``. ``box``: keep centres with
     ``x0 <= x <= x1`` (same for y, z), given as ``(x0, y0, z0, x1, y1, z1)``. ``sphere``: keep
     centres within distance ``r`` of ``(cx, cy, cz)``, given as ``(cx, cy, cz, r)``.
+    ``max_distance``: keep centres within this distance of the scene centre, the per-axis median of
+    the centres still selected (a median, so the strays this drops do not move it); drops the stray
+    far Gaussians that would cost an SPZ file its precision (``spz.precision_note``).
     ``sh_degree``: keep SH bands up to this degree (a model with fewer keeps all of its own).
     """
 
     min_opacity: float | None = None
     box: tuple[float, ...] | None = None
     sphere: tuple[float, ...] | None = None
+    max_distance: float | None = None
     sh_degree: int | None = None
 
     def __post_init__(self) -> None:
@@ -44,6 +49,10 @@ class Selection:
         if self.sphere is not None:
             if len(self.sphere) != 4 or not all(map(math.isfinite, self.sphere)) or self.sphere[3] <= 0:
                 raise ConfigError(f"--sphere: expects cx cy cz r with finite values and r > 0, got {list(self.sphere)}")
+        if self.max_distance is not None and not (math.isfinite(self.max_distance) and self.max_distance > 0):
+            raise ConfigError(
+                f"--max-distance: must be a finite distance > 0 from the scene centre, got {self.max_distance:g}"
+            )
         if self.sh_degree is not None and not 0 <= self.sh_degree <= 3:
             raise ConfigError(f"--sh-degree: must be in 0..3, got {self.sh_degree}")
 
@@ -68,7 +77,8 @@ def valid_mask(p: Params) -> Tensor:
     """``[N]`` bool: every value finite and the rotation not all zero (encoders divide by its norm)."""
     finite = torch.ones(p["means"].shape[0], dtype=torch.bool)
     for v in p.values():
-        finite &= torch.isfinite(v.reshape(v.shape[0], -1)).all(dim=1)
+        # flatten, not reshape(N, -1): with N = 0 the -1 is ambiguous and torch refuses it
+        finite &= torch.isfinite(v[:, None] if v.dim() == 1 else v.flatten(1)).all(dim=1)
     return finite & (p["quats"].abs().sum(dim=1) > 0)
 
 
@@ -87,7 +97,20 @@ def _masks(sel: Selection) -> list[tuple[str, MaskFn]]:
         centre, r = torch.tensor(sel.sphere[:3], dtype=torch.float64), sel.sphere[3]
         sphere = " ".join(f"{v:g}" for v in sel.sphere)
         masks.append((f"outside sphere {sphere}", lambda p: (p["means"].double() - centre).norm(dim=1) <= r))
+    if sel.max_distance is not None:
+        masks.append(
+            (f"farther than {sel.max_distance:g} from the scene centre", partial(near_centre, sel.max_distance))
+        )
     return masks
+
+
+def near_centre(max_distance: float, p: Params) -> Tensor:
+    """``[N]`` bool: centres within ``max_distance`` of the per-axis median of all centres."""
+    means = p["means"].double()
+    if len(means) == 0:
+        return torch.ones(0, dtype=torch.bool)
+    centre = means.median(dim=0).values
+    return (means - centre).norm(dim=1) <= max_distance
 
 
 def select(params: Params, sel: Selection) -> tuple[dict[str, Tensor], list[tuple[str, int]]]:

@@ -14,7 +14,7 @@ CPU); this module only fixes what those bytes need to load in the viewers:
   most SH degree 3 (the highest the web readers or the glTF extension define). SPZ and SOG keep
   PLY's frame, as their readers expect (SPZ in Niantic's RUB with :func:`spz_format`); glTF turns
   the Gaussians into its own (:mod:`.axes`). SPZ's 24-bit centres take fewer fractional bits when a
-  scene reaches past +-2048.
+  scene reaches past +-2048; the export says how many it chose and which centre forced them.
 - ``splat``: gsplat writes records in Morton order; antimatter15's own converter (and viewers that
   stream the file) expect the most visible Gaussians first, so the 32-byte records are reordered by
   descending ``scale_x * scale_y * scale_z * alpha`` read back from the records themselves.
@@ -85,6 +85,12 @@ def _write_spz(params: Params, f: IO[bytes], frame: str = "rdf") -> None:
     write_spz(params, f, frame)
 
 
+def _describe_spz(params: Params, frame: str = "rdf") -> FormatNote:
+    from .spz import precision_note
+
+    return precision_note(params, frame)
+
+
 def _write_sog(params: Params, f: IO[bytes]) -> None:
     from .sog import write_sog
 
@@ -103,6 +109,14 @@ def compressed_ply_visible(params: Params) -> Tensor:
 
 
 @dataclass(frozen=True)
+class FormatNote:
+    """One line on how a format stores these particular Gaussians (SPZ: the centres' precision)."""
+
+    text: str
+    degraded: bool = False  # coarser than the format's usual: the export hook prints it too
+
+
+@dataclass(frozen=True)
 class ExportFormat:
     name: str
     suffix: str  # appended to a file stem; what the viewers look for
@@ -111,6 +125,8 @@ class ExportFormat:
     write: Callable[[Params, IO[bytes]], None]
     keep: Callable[[Params], Tensor] | None = None  # the format's own cut: [N] bool of Gaussians it stores
     keep_reason: str = ""
+    # a line for the summary, from the Gaussians about to be written; called before writing (it may refuse)
+    describe: Callable[[Params], FormatNote] | None = None
 
 
 FORMATS: dict[str, ExportFormat] = {
@@ -128,7 +144,12 @@ FORMATS: dict[str, ExportFormat] = {
             keep_reason="ply_compressed drops opacity <= 1/255",
         ),
         ExportFormat(
-            "spz", ".spz", 3, "SuperSplat / PlayCanvas, Spark, Babylon.js (SPZ v3, gzip, PLY's frame)", _write_spz
+            "spz",
+            ".spz",
+            3,
+            "SuperSplat / PlayCanvas, Spark, Babylon.js (SPZ v3, gzip, PLY's frame)",
+            _write_spz,
+            describe=_describe_spz,
         ),
         ExportFormat(
             "sog", ".sog", 3, "SuperSplat / PlayCanvas, Babylon.js (SOG v2: WebP images in a ZIP)", _write_sog
@@ -164,4 +185,4 @@ def spz_format(frame: str, key: str = "--spz-frame") -> ExportFormat:
 
     if frame not in SPZ_FRAMES:
         raise ConfigError(f"{key}: unknown SPZ frame {frame!r} (known: {', '.join(SPZ_FRAMES)})")
-    return replace(FORMATS["spz"], write=partial(_write_spz, frame=frame))
+    return replace(FORMATS["spz"], write=partial(_write_spz, frame=frame), describe=partial(_describe_spz, frame=frame))

@@ -76,15 +76,26 @@ class PlyExportHook(Hook):
             return None
         stem = path.name[: -len(path.suffix)] if path.suffix else path.name
         self.paths = []
+
+        def say(line: str) -> None:
+            self.trainer.console.print(f"PlyExportHook: {line}", markup=False)
+
         with phase("export", total=len(self.formats), unit="files") as advance:
             for fmt in self.formats:
                 if fmt.name == "ply":  # every Gaussian as trained, exactly (what load_ply / resume-from-PLY read)
                     self.paths.append(save_ply(model, path))
+                    if len(model.params["means"]) == 0:  # still written: it is the model as trained
+                        say(f"{path}: the model holds no Gaussians (every one pruned?); the PLY is empty")
                 else:
                     try:
-                        self.paths.append(export_gaussians(model.params, fmt, path.with_name(stem + fmt.suffix)).path)
+                        report = export_gaussians(model.params, fmt, path.with_name(stem + fmt.suffix))
                     except DataError as exc:  # e.g. every Gaussian pruned: a finished run must not fail here
-                        self.trainer.console.print(f"PlyExportHook: {exc}", markup=False)
+                        say(str(exc))
+                    else:
+                        self.paths.append(report.path)
+                        for note in report.notes:  # e.g. SPZ precision lost to a stray far centre
+                            if note.degraded:
+                                say(f"{report.path.name}: {note.text}")
                 advance()
         self.path = self.paths[0] if self.paths else None
         return self.path

@@ -23,6 +23,7 @@ The whole file is one gzip stream of a 16-byte little-endian header followed by 
 
 ``fractionalBits`` is spz's 12 when every centre fits (|x| < 2048), else the most that keep every
 centre in 24 bits (readers scale by the header's value); a centre beyond 2^23 is refused in one line.
+The export prints the bits chosen and the centre that decided them (:func:`precision_note`).
 All u8 values are clamped to 0..255.
 
 Frame: ``rdf`` (default) stores the model's own axes, PLY's, which is what splat-transform /
@@ -44,6 +45,7 @@ import numpy as np
 from torch import Tensor
 
 from .axes import SPZ_FRAMES, flip_axes
+from .formats import FormatNote
 
 SPZ_MAGIC = 0x5053474E
 SPZ_VERSION = 3
@@ -84,6 +86,34 @@ def fractional_bits(means: np.ndarray) -> int:
     raise DataError(
         f"spz: {int(out.sum())} Gaussian centre(s) lie beyond +-{_FIXED_MAX} scene units (largest |coordinate| "
         f"{float(np.abs(means).max()):.6g}), which 24-bit fixed point cannot hold; export ply instead"
+    )
+
+
+def precision_note(params: Mapping[str, Tensor], frame: str = "rdf") -> FormatNote:
+    """The line the export prints about the centres' precision: the fractional bits :func:`spz_bytes`
+    will choose for ``params`` stored in ``frame``, and the centre that decided them.
+
+    One centre far out (a stray Gaussian at x = 1e5) lowers the precision of every centre in the
+    file; this says so, and names the cut-off that drops such outliers first (``--max-distance``).
+
+    Raises:
+        DataError: a centre does not fit 24 bits at all (:func:`fractional_bits`).
+    """
+    signs = np.array(SPZ_FRAMES[frame], dtype=np.float32)  # a sign flip: exactly the stored values
+    means = params["means"].detach().float().cpu().numpy() * signs
+    bits = fractional_bits(means)
+    reach = np.abs(means.astype(np.float64)).max(axis=1)  # per centre: what its 24 bits must hold
+    far = means[int(reach.argmax())] if len(means) else np.zeros(3)
+    where = f"({', '.join(f'{v:.6g}' for v in far)})"
+    text = f"precision: {bits} fractional bits, centres rounded to 2^-{bits} = {2.0**-bits:.3g} scene units"
+    if bits == FRACTIONAL_BITS:
+        return FormatNote(f"{text} (spz's own; the farthest centre, at {where}, is within +-2048)")
+    coarser = 1 << (FRACTIONAL_BITS - bits)
+    return FormatNote(
+        f"{text}, {coarser}x coarser than spz's 12 bits for every centre, because the farthest centre lies at "
+        f"{where}, {float(reach.max()):.6g} units out on an axis; if it is a stray, --max-distance D drops "
+        "centres farther than D from the scene centre first",
+        degraded=True,
     )
 
 

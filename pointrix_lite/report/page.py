@@ -128,10 +128,14 @@ def _views_section(run: RunData, views: ShownViews | None, max_side: int) -> str
     parts: list[str] = []
     per_view = (run.metrics or {}).get("per_view")
     per_view = per_view if isinstance(per_view, dict) else {}
+    # file -> view: a name made safe for a file (a_b-3f1c29e0.png for "a b") is not the view's name
+    files = (run.metrics or {}).get("render_files")
+    view_of = {f: str(n) for n, f in files.items() if isinstance(f, str)} if isinstance(files, dict) else {}
     for view in views.views:
+        name = view_of.get(f"{view.name}.png", view.name)
         error = None if view.error is None or scale is None else colour_index(view.error, scale)
         images = [
-            f'<img data-kind="{kind}" alt="{escape(view.name)} {label}" width="{image.shape[1]}" '
+            f'<img data-kind="{kind}" alt="{escape(name)} {label}" width="{image.shape[1]}" '
             f'height="{image.shape[0]}" src="{png_data_uri(image, palette)}">'
             for kind, label, image, palette in (
                 ("render", "render", view.render, None),
@@ -140,13 +144,15 @@ def _views_section(run: RunData, views: ShownViews | None, max_side: int) -> str
             )
             if image is not None
         ]
-        scores = per_view.get(view.name) if isinstance(per_view.get(view.name), dict) else {}
-        caption = " · ".join([view.name] + [f"{n.upper()} {format_metric(n, v)}" for n, v in scores.items()])
+        scores = per_view.get(name) if isinstance(per_view.get(name), dict) else {}
+        caption = " · ".join([name] + [f"{n.upper()} {format_metric(n, v)}" for n, v in scores.items()])
         if view.size:
             caption += f" · {view.size[0]}x{view.size[1]}"
-        problems = "".join(f'<p class="missing">{escape(view.name)}: {escape(p)}</p>' for p in view.problems)
+        if name != view.name:  # the file is not named as the view: say which it is
+            caption += f" · file {view.name}.png"
+        problems = "".join(f'<p class="missing">{escape(name)}: {escape(p)}</p>' for p in view.problems)
         parts.append(
-            f'<figure class="view" data-view="{escape(view.name)}"><div class="row">{"".join(images)}</div>'
+            f'<figure class="view" data-view="{escape(name)}"><div class="row">{"".join(images)}</div>'
             f"<figcaption>{escape(caption)}</figcaption>{problems}</figure>"
         )
     return "\n".join(intro) + '\n<div class="views">\n' + "\n".join(parts) + "\n</div>"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import check_relative_path
+from ..io.file_names import name_hash
 from ..registry import WRITERS
 from .base import Writer, image_to_uint8
 
@@ -69,7 +70,10 @@ class JsonlWriter(Writer):
             return
         import imageio.v3 as iio
 
-        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+        flat = name.replace("/", "_")  # "val/r_000" -> val_r_000: the split prefix, as intended
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", flat)
+        if safe != flat:  # "val/a b" and "val/a?b" must not share a file: a stable hash of the name tells them apart
+            safe += f"-{name_hash(name)}"
         rel = Path(self.config.image_dir) / f"{safe}_{step:06d}.png"
         (self.exp_dir / rel).parent.mkdir(parents=True, exist_ok=True)
         iio.imwrite(self.exp_dir / rel, image_to_uint8(image))

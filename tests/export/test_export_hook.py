@@ -103,3 +103,20 @@ def test_only_web_formats_and_an_empty_model(tmp_path):
 def test_bad_formats_are_config_errors(formats, message):
     with pytest.raises(ConfigError, match=f"hooks.PlyExportHook.formats: .*{message}"):
         PlyExportHook(PlyExportHook.Config(formats=formats))
+
+
+def test_spz_precision_lost_to_a_stray_is_printed(tmp_path):
+    model = _model()
+    trainer = _Trainer(model, tmp_path)
+    hook = PlyExportHook(PlyExportHook.Config(formats=["spz"]))
+    hook.trainer = trainer
+    hook.after_train()
+    assert trainer.printed == []  # spz's own 12 bits: nothing to say at the end of a run
+    with torch.no_grad():
+        model.params["means"][0] = torch.tensor([1.0e5, 0.0, 0.0])
+    hook.after_train()
+    assert len(trainer.printed) == 1 and trainer.printed[0].startswith(
+        "PlyExportHook: point_cloud.spz: precision: 6 fractional bits, centres rounded to 2^-6 = 0.0156 scene units, "
+        "64x coarser than spz's 12 bits for every centre, because the farthest centre lies at (100000, 0, 0)"
+    )
+    assert hook.paths == [tmp_path / "point_cloud.spz"]

@@ -125,6 +125,61 @@ def test_spz_refuses_centres_beyond_24_bits_naming_count_and_extent(tmp_path):
     assert not (tmp_path / "far.spz").exists()  # nothing half-written
 
 
+def _scene_and_a_stray(n: int = 200) -> dict[str, torch.Tensor]:
+    """``n`` Gaussians within +-3 units, then one stray at x = 1e5 (as a floater pushed far out)."""
+    params = separable_params(n + 1, sh_degree=1, seed=12)
+    params["means"][-1] = torch.tensor([1.0e5, 0.5, -0.5])
+    return params
+
+
+def _precision_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if "precision:" in line]
+
+
+def test_cli_prints_the_spz_precision_and_the_centre_that_chose_it(tmp_path, capsys):
+    from pointrix_lite.export.decode_spz_glb import read_spz as decode_spz
+
+    params = _scene_and_a_stray()
+    ply = save_ply(params, tmp_path / "scene.ply")
+    assert main(["--ply", str(ply), "--format", "spz", "--out", str(tmp_path / "all.spz")]) == 0
+    assert _precision_lines(capsys.readouterr().out) == [
+        "  precision: 6 fractional bits, centres rounded to 2^-6 = 0.0156 scene units, 64x coarser than spz's 12 "
+        "bits for every centre, because the farthest centre lies at (100000, 0.5, -0.5), 100000 units out on an "
+        "axis; if it is a stray, --max-distance D drops centres farther than D from the scene centre first"
+    ]
+    means = params["means"].double().numpy()
+    error = np.abs(decode_spz(tmp_path / "all.spz")["means"].double().numpy() - means)[:-1].max()
+    assert 2.0**-10 < error <= 2.0**-7 + EPS  # the whole scene pays for the one stray: 2^-7, not 2^-13
+
+    # the scene alone: spz's own 12 bits, said so
+    clean = {k: v[:-1] for k, v in params.items()}
+    assert main(["--ply", str(save_ply(clean, tmp_path / "clean.ply")), "--format", "spz"]) == 0
+    far = clean["means"][clean["means"].abs().amax(dim=1).argmax()].tolist()
+    assert _precision_lines(capsys.readouterr().out) == [
+        "  precision: 12 fractional bits, centres rounded to 2^-12 = 0.000244 scene units (spz's own; the farthest "
+        f"centre, at ({', '.join(f'{v:.6g}' for v in far)}), is within +-2048)"
+    ]
+
+    # with the cut-off the stray goes first: the file is the scene-alone file, byte for byte
+    argv = ["--ply", str(ply), "--format", "spz", "--max-distance", "50", "--out", str(tmp_path / "cut.spz")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "  removed: invalid (non-finite or zero rotation): 0, farther than 50 from the scene centre: 1" in out
+    assert _precision_lines(out)[0].startswith("  precision: 12 fractional bits")
+    assert (tmp_path / "cut.spz").read_bytes() == (tmp_path / "clean.spz").read_bytes()
+    decoded = decode_spz(tmp_path / "cut.spz")["means"].double().numpy()
+    assert decoded.shape == (200, 3) and np.abs(decoded - means[:-1]).max() <= 2.0**-13 + EPS
+
+
+def test_max_distance_is_measured_from_the_median_centre(tmp_path):
+    """Any format: the scene 500 units from the origin keeps every Gaussian, the stray goes."""
+    params = _scene_and_a_stray()
+    params["means"][:-1] += torch.tensor([500.0, 0.0, 0.0])  # a scene away from the origin: its own centre counts
+    report = export_gaussians(params, get_format("splat"), tmp_path / "m.splat", Selection(max_distance=50))
+    assert report.num_out == 200 and report.removed[-1] == ("farther than 50 from the scene centre", 1)
+    assert (tmp_path / "m.splat").stat().st_size == 200 * 32  # 32-byte records: the scene, not the stray
+
+
 # ------------------------------------------------------------------ glTF
 @pytest.mark.parametrize("sh_degree", [0, 1, 3])
 def test_glb_decodes_to_the_model(tmp_path, sh_degree):
@@ -214,12 +269,25 @@ def test_cli_spz_frame_errors_are_one_line(tmp_path, capsys, args, message):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scene.ply"]  # nothing written
 
 
-def test_errors_md_lists_the_spz_frame_messages():
-    """docs/errors.md's export.py table holds exactly the messages the test above gets."""
+def test_errors_md_lists_the_export_messages(tmp_path, capsys):
+    """docs/errors.md's export.py table, row by row: the message export.py prints for that input
+    (``<...>`` stands for a path or a name, as in the table)."""
     text = (Path(__file__).resolve().parents[2] / "docs" / "errors.md").read_text()
     section = text.split("\n## export.py\n", 1)[1].split("\n## ", 1)[0]
     documented = re.findall(r"^\| .+ \| `(.+)` \|$", section, re.M)
-    assert documented == [message for _, message in SPZ_FRAME_ERRORS]
+    ply = save_ply(separable_params(20, sh_degree=0, seed=8), tmp_path / "scene.ply")
+    empty = save_ply({k: v[:0] for k, v in separable_params(8, sh_degree=0).items()}, tmp_path / "empty.ply")
+    inputs = [
+        *(["--ply", str(ply), *args] for args, _ in SPZ_FRAME_ERRORS),
+        ["--ply", str(empty), "--format", "sog"],
+        ["--ply", str(ply), "--format", "spz", "--max-distance", "0"],
+    ]
+    assert len(documented) == len(inputs)
+    for argv, template in zip(inputs, documented):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        pattern = ".+".join(re.escape(part) for part in re.split(r"<[^<>]+>", template))
+        assert re.fullmatch(f"error: {pattern}\n", err), (argv, err)
 
 
 def test_project_decoders_agree_with_the_test_readers(tmp_path):

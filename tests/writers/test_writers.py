@@ -75,6 +75,17 @@ def test_jsonl_writer_read_back(tmp_path):
     assert np.array_equal(iio.imread(tmp_path / records[3]["path"]), _image())
 
 
+def test_jsonl_image_names_that_meet_once_made_safe_keep_their_own_files(tmp_path):
+    w = JsonlWriter(JsonlWriter.Config(), exp_dir=tmp_path)
+    for i, name in enumerate(["val/a b", "val/a?b", "val/a_b"]):
+        w.write_image(name, np.full((5, 6, 3), 40 * i, np.uint8), 4)
+    w.close()
+    paths = [json.loads(line)["path"] for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert paths[2] == "images/val_a_b_000004.png" and len(set(paths)) == 3
+    for i, path in enumerate(paths):
+        assert np.all(iio.imread(tmp_path / path) == 40 * i)  # each image its own file, none overwritten
+
+
 def test_console_writer_groups_a_step_per_line(capsys):
     w = WRITERS.build({"type": "ConsoleWriter", "precision": 3}, "writers[0]", exp_dir=".")
     w.write_scalar("train/loss", 0.123456, 3)

@@ -20,14 +20,16 @@ what the cloud misses is learnt late, or by floaters that the nearest Gaussians 
 The options sit with the model's other ``init_*`` options (``model.seeding``); the engine applies them
 to the data set's cloud before the model is built (``engine/build.py``), through :func:`seeded_cloud`,
 which keeps the result in ``<exp_dir>/seed_points.npz``: a resumed run, ``render.py --exp-dir`` and the
-viewer read it back instead of sweeping again. Both stages draw from their own generators (seeded by
-``model.seed``), so a run's other random numbers are unchanged.
+viewer read it back instead of sweeping again, as long as the options, the code and the scene
+(:func:`scene_key`: data folder, images, SfM model) are the same. Both stages draw from their own
+generators (seeded by ``model.seed``), so a run's other random numbers are unchanged.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
@@ -166,10 +168,80 @@ def code_digest() -> str:
     return digest.hexdigest()
 
 
+def scene_key(dataset: Any, skip: Path | None = None) -> dict[str, Any]:
+    """What identifies the scene the seeded points belong to, beyond the cloud's size: a folder reused
+    on another ``dataset.data_path`` (same image names, other pixels, another SfM model) must not
+    read the old scene's points back.
+
+    * ``data_path``: the data folder, resolved;
+    * ``images``: SHA-1 over the path, size and mtime of every image file below it whose stem is a
+      training view's name (a stat each, no image is read again), ``skip`` (the run's own folder)
+      and hidden folders left out;
+    * ``sfm``: SHA-1 of the initial cloud's points and colours and of the training cameras
+      (intrinsics, size, pose): the model as the data set read it, whatever its file format;
+    * ``pixels``: SHA-1 of an even sample of about 4,096 pixels of each training image, as loaded
+      (an image replaced in place with its size and mtime kept still differs).
+    """
+    config = getattr(dataset, "config", None)
+    data_path = getattr(config, "data_path", None)
+    root = Path(data_path).resolve() if data_path else None
+    views = list(dataset.train_views)
+    sfm = hashlib.sha1()
+    cloud = dataset.point_cloud
+    for array in (cloud.xyz, cloud.rgb):
+        sfm.update(np.ascontiguousarray(array.detach().cpu().numpy()).tobytes())
+    pixels = hashlib.sha1()
+    for view in views:
+        cam = view.camera
+        sfm.update(view.name.encode("utf-8", "surrogatepass") + b"\0")
+        sfm.update(np.array([cam.fx, cam.fy, cam.cx, cam.cy, cam.width, cam.height], dtype=np.float64).tobytes())
+        sfm.update(np.ascontiguousarray(cam.viewmat.detach().cpu().numpy(), dtype=np.float64).tobytes())
+        image = view.image
+        step = max(1, round((image.shape[0] * image.shape[1] / 4096) ** 0.5))
+        pixels.update(np.ascontiguousarray(image[::step, ::step].detach().cpu().numpy()).tobytes())
+    return {
+        "data_path": str(root) if root is not None else None,
+        "images": _image_stats(root, {v.name for v in views}, skip) if root is not None else None,
+        "sfm": sfm.hexdigest(),
+        "pixels": pixels.hexdigest(),
+    }
+
+
+def _image_stats(root: Path, names: set[str], skip: Path | None) -> str:
+    """SHA-1 over ``relative path, size, mtime`` of the image files below ``root`` named like a view.
+
+    Symbolic links are followed (an ``images`` folder is often one), each real folder once.
+    """
+    from ...io.images import IMAGE_EXTENSIONS
+
+    suffixes = {ext.lower() for ext in IMAGE_EXTENSIONS}
+    skip = skip.resolve() if skip is not None else None
+    digest, seen = hashlib.sha1(), set()
+    for folder, subfolders, files in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen or (skip is not None and Path(real) == skip):
+            subfolders[:] = []
+            continue
+        seen.add(real)
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
+        for name in sorted(files):
+            stem, suffix = os.path.splitext(name)
+            if suffix.lower() not in suffixes or stem not in names:
+                continue
+            path = os.path.join(folder, name)
+            try:
+                stat = os.stat(path)
+            except OSError:  # a dangling link: not an image the data set read
+                continue
+            rel = os.path.relpath(path, root)
+            digest.update(f"{rel}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
 def seeded_cloud(dataset: Any, cfg: SeedingConfig, seed: int, cache_dir: Path | None) -> PointCloud | None:
     """:func:`seed_points` of ``dataset.point_cloud``, read from ``cache_dir/seed_points.npz`` when that
-    holds the same request (options, seed, cloud, training views and :func:`code_digest`), else computed
-    and written there (``cache_dir`` None: computed, not kept)."""
+    holds the same request (options, seed, the scene by :func:`scene_key`, training views and
+    :func:`code_digest`), else computed and written there (``cache_dir`` None: computed, not kept)."""
     from ...io.atomic import atomic_write
     from ...progress import console
 
@@ -181,7 +253,7 @@ def seeded_cloud(dataset: Any, cfg: SeedingConfig, seed: int, cache_dir: Path | 
             "seeding": asdict(cfg),
             "seed": seed,
             "cloud": len(cloud),
-            "cloud_sum": float(cloud.xyz.double().sum()),
+            "scene": scene_key(dataset, cache_dir),
             "views": [v.name for v in dataset.train_views],
             "size": [v.camera.width for v in dataset.train_views[:1]],
             "code": code_digest(),
