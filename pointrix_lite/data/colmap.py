@@ -22,7 +22,7 @@ from ..progress import phase
 from ..registry import DATASETS
 from .base import SceneDataset, check_scene_options
 from .cameras import Camera, View, check_pose, viewmat_from_colmap
-from .masks import attach_mask, mask_folder
+from .masks import attach_mask, mask_folder, say_missing
 from .orientation import orient_to_axes
 from .pointcloud import PointCloud
 from .resolution import Scale
@@ -95,10 +95,12 @@ class ColmapDataset(SceneDataset):
         train = [v for v, out in zip(views, held_out) if not out]
         masks = mask_folder(root)
         if masks is not None:  # training views only: metrics judge the whole image, as nerfstudio's
-            for im, view, out in zip(by_name, views, held_out):
-                if not out:
-                    cam = model.cameras[im.camera_id]
-                    attach_mask(view, masks, Path(im.name), (cam.width, cam.height))
+            missing = [
+                im.name
+                for im, view, out in zip(by_name, views, held_out)
+                if not out and not attach_mask(view, masks, Path(im.name), self._camera_size(model, im))
+            ]
+            say_missing(masks, missing, len(train))
         if len(model.xyz) == 0:
             raise DataError(f"{model.files['points3D']}: point cloud is empty")
         cloud = PointCloud.from_numpy(model.xyz, model.rgb.astype("float32") / 255.0)
@@ -106,6 +108,12 @@ class ColmapDataset(SceneDataset):
         if config.orientation == "manhattan":
             cloud, self.world_rotation = orient_to_axes(views, cloud)
         self._finish(train, list(test), test, cloud.subsample(config.max_points, config.seed), root, config.eval)
+
+    @staticmethod
+    def _camera_size(model: ColmapModel, im: ColmapImage) -> tuple[int, int]:
+        """The full size of ``im``'s camera (masks may be stored at it)."""
+        cam = model.cameras[im.camera_id]
+        return cam.width, cam.height
 
     def _image_dir(self, root: Path) -> tuple[Path, bool]:
         s = self._scale if self._scale is not None else 1.0  # None: a model without cameras

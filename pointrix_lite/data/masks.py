@@ -1,9 +1,16 @@
-"""Per-pixel training masks: ``<data_path>/masks/<image path>.png``, 0 = ignore the pixel, else keep.
+"""Per-pixel training masks, 0 = ignore the pixel, else keep, in the folders users' tools write.
 
-nerfstudio's convention. The folder mirrors the image folder: a mask's path below ``masks/`` is the
-image's path below its image folder with the extension replaced by ``.png`` (COLMAP: relative to
+The mask folder is the first of ``masks/`` (nerfstudio, this project's ``process.py``), ``mask/``,
+``segmentation/`` and ``dynamic_masks/`` (OpenSplat's other names) beside the images; two of them at once
+are refused, since which one was meant is a guess. The folder mirrors the image folder: a mask's path
+below it is the image's path below its image folder with the extension replaced by ``.png``, ``.jpg`` or
+``.jpeg``, or with ``.png`` appended to the whole name (COLMAP's ``IMG_1.jpg.png``). COLMAP: relative to
 ``images/``, so ``IMG_1.jpg`` -> ``masks/IMG_1.png``; NeRF-synthetic: relative to the data folder, so
-``./train/r_0`` -> ``masks/train/r_0.png``, because Blender layouts reuse stems across splits).
+``./train/r_0`` -> ``masks/train/r_0.png``, because Blender layouts reuse stems across splits. A
+transforms.json frame's own ``mask_path`` wins over the folder.
+
+A training image without a mask is kept whole (as nerfstudio and OpenSplat do): masks are often made
+only for the images that show a passer-by. The loader says so in one line, once per data set.
 
 A mask file may be at the view's training resolution or any integer multiple of it, or at the
 camera's full resolution (``images_N`` made by other tools round their sizes differently); it is
@@ -22,36 +29,66 @@ from PIL import Image, UnidentifiedImageError
 from ..errors import DataError
 from .cameras import View
 
-MASK_FOLDER = "masks"
+MASK_FOLDERS = ("masks", "mask", "segmentation", "dynamic_masks")
+MASK_SUFFIXES = (".png", ".jpg", ".jpeg")
 
 
 def mask_folder(root: Path) -> Path | None:
-    """``root/masks`` when it exists (masks are then required for every training view), else None."""
-    folder = root / MASK_FOLDER
-    return folder if folder.is_dir() else None
+    """The data set's mask folder (one of :data:`MASK_FOLDERS` in ``root``), or None without one.
+
+    Raises:
+        DataError: two or more of them exist.
+    """
+    found = [root / name for name in MASK_FOLDERS if (root / name).is_dir()]
+    if len(found) > 1:
+        names = ", ".join(f"{f.name}/" for f in found)
+        raise DataError(
+            f"{root}: holds {names}: keep one mask folder (or rename the others) so the masks are not guessed"
+        )
+    return found[0] if found else None
 
 
-def mask_path(folder: Path, image: Path) -> Path:
-    """Where the mask of ``image`` (its path below its image folder, extension included) lives."""
-    return folder / image.with_suffix(".png")
+def mask_path(folder: Path, image: Path) -> Path | None:
+    """The mask file of ``image`` (its path below its image folder, extension included), or None."""
+    stem = image.with_suffix("")
+    candidates = [stem.with_name(stem.name + suffix) for suffix in MASK_SUFFIXES]
+    candidates.append(image.with_name(image.name + ".png"))  # COLMAP's image_name.png
+    return next((folder / c for c in candidates if (folder / c).is_file()), None)
+
+
+def say_missing(folder: Path, missing: list[str], total: int) -> None:
+    """One line for the training images ``folder`` has no mask of: they are kept whole."""
+    if not missing:
+        return
+    from ..progress import console
+
+    example = ", ".join(missing[:2]) + (", ..." if len(missing) > 2 else "")
+    console().print(
+        f"masks: {folder} has no mask for {len(missing)} of {total} training images ({example}); those are kept whole",
+        markup=False,
+    )
 
 
 def read_mask(path: Path) -> np.ndarray:
     """Decode a mask file to ``[H, W]`` bool (True = keep): any non-zero grey or colour value keeps.
 
     Alpha is not a mask channel here (nerfstudio reads the values), so RGBA keeps where RGB is non-zero.
+    A JPEG mask keeps from 128 up: its compression turns a hard edge's zeros into small values.
     """
     if not path.is_file():
-        raise DataError(f"{path}: mask not found (a masks/ folder needs a mask for every training image)")
+        raise DataError(f"{path}: mask not found")
     try:
         with Image.open(path) as im:
             im.load()
+            lossy = im.format == "JPEG"
             if im.mode in ("1", "L", "I", "I;16", "I;16B", "I;16L", "F"):
-                arr = np.asarray(im) != 0
+                values = np.asarray(im)
             elif im.mode == "LA":
-                arr = np.asarray(im)[..., 0] != 0
+                values = np.asarray(im)[..., 0]
             else:
-                arr = np.asarray(im.convert("RGB")).any(axis=-1)
+                values = np.asarray(im.convert("RGB")).max(axis=-1)
+            # JPEG rings around edges: a dropped pixel may decode as 1-20, so a lossy mask keeps from mid-grey
+            arr = values >= 128 if lossy else values != 0
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise DataError(f"{path}: cannot decode mask ({exc})") from None
     return np.array(arr, dtype=bool, copy=True)
@@ -93,7 +130,12 @@ def load_mask(path: Path, width: int, height: int, full_size: tuple[int, int]) -
     return torch.from_numpy(np.ascontiguousarray(mask))
 
 
-def attach_mask(view: View, folder: Path, image: Path, full_size: tuple[int, int]) -> None:
-    """Give training ``view`` the mask of ``image`` (its path below the image folder), resized to the view."""
+def attach_mask(view: View, folder: Path, image: Path, full_size: tuple[int, int]) -> bool:
+    """Give training ``view`` the mask of ``image`` (its path below the image folder), resized to the view;
+    False (the view kept whole) when ``folder`` has no mask for it."""
+    path = mask_path(folder, image)
+    if path is None:
+        return False
     cam = view.camera
-    view.mask = load_mask(mask_path(folder, image), cam.width, cam.height, full_size)
+    view.mask = load_mask(path, cam.width, cam.height, full_size)
+    return True

@@ -24,7 +24,7 @@ from ..progress import phase
 from ..registry import DATASETS
 from .base import SceneDataset, check_scene_options
 from .cameras import Camera, View, check_pose, focal_from_fov, viewmat_from_blender_c2w
-from .masks import attach_mask, mask_folder
+from .masks import attach_mask, mask_folder, say_missing
 from .pointcloud import random_cube, read_ply_points
 from .resolution import Scale
 
@@ -83,6 +83,7 @@ class NerfSyntheticDataset(SceneDataset):
     def __init__(self, config: Config, device: str = "cpu") -> None:
         root = self._open(config, device)
         masks = mask_folder(root)  # training views only: metrics judge the whole image, as nerfstudio's
+        self._unmasked: list[str] = []  # training images the mask folder has no mask of (kept whole)
         train = self._load_split(root / "transforms_train.json", masks)
         test = self._load_split(root / "transforms_test.json") if config.eval else []
         val_json = root / "transforms_val.json"
@@ -90,6 +91,8 @@ class NerfSyntheticDataset(SceneDataset):
         val = self._load_split(val_json) if config.eval and val_json.is_file() else list(test)
         if not config.eval and (root / "transforms_test.json").is_file():
             train += self._load_split(root / "transforms_test.json", masks)
+        if masks is not None:
+            say_missing(masks, self._unmasked, len(train))
         ply = root / "points3d.ply"
         cloud = read_ply_points(ply) if ply.is_file() else random_cube(config.random_init_points, seed=config.seed)
         self._finish(train, val, test, cloud.subsample(config.max_points, config.seed), root, config.eval)
@@ -151,5 +154,6 @@ class NerfSyntheticDataset(SceneDataset):
         if masks is not None:
             if not path.is_relative_to(root) or ".." in path.relative_to(root).parts:
                 raise DataError(f"{path}: image lies outside {root}, so masks/ cannot mirror its path")
-            attach_mask(view, masks, path.relative_to(root), (width, height))
+            if not attach_mask(view, masks, path.relative_to(root), (width, height)):
+                self._unmasked.append(str(path.relative_to(root)))
         return view

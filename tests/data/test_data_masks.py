@@ -152,7 +152,6 @@ def _truncated(path):
 
 
 BAD_MASKS = {
-    "missing": (lambda p: p.unlink(), "mask not found"),
     "unreadable": (_truncated, "cannot decode mask"),
     "all zero": (lambda p: write_mask(p, np.zeros((12, 16), bool)), "mask keeps no pixel"),
     "wrong size": (lambda p: write_mask(p, np.ones((12, 15), bool)), "mask is 15x12 but its image is 16x12"),
@@ -195,3 +194,44 @@ def test_masks_are_pinned_and_moved_with_their_images(monkeypatch):
     assert pinned == [(4, 5, 3), (4, 5), (4, 5, 3)]
     assert torch.equal(views[0].mask_on("cpu"), mask) and views[1].mask_on("cpu") is None
     assert views[0].mask_on() is views[0].mask
+
+
+# --- the names other tools give masks -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("folder", ["mask", "segmentation", "dynamic_masks"])
+def test_other_tools_mask_folders_and_file_names_are_read(tmp_path, folder):
+    """OpenSplat's folder names; a .jpg mask (kept from mid-grey: JPEG rings) and COLMAP's ``<image name>.png``."""
+    make_pycolmap_scene(tmp_path, n=6, size=(32, 24))
+    keep = np.zeros((24, 32), bool)
+    keep[:, :16] = True  # a hard edge, where JPEG's ringing would keep dropped pixels at any non-zero value
+    names = sorted(p.name for p in (tmp_path / "images").iterdir())
+    as_jpeg = tmp_path / folder / (names[1].rsplit(".", 1)[0] + ".jpg")
+    as_jpeg.parent.mkdir()
+    Image.fromarray(np.where(keep, 255, 0).astype(np.uint8), "L").save(as_jpeg, quality=50)
+    write_mask(tmp_path / folder / (names[2] + ".png"), ~keep)  # COLMAP: im_02.png.png
+    ds = colmap(tmp_path, test_every=3)
+    by_name = {v.name: v for v in ds.train_views}
+    np.testing.assert_array_equal(by_name[names[1].rsplit(".", 1)[0]].mask.numpy(), keep)
+    np.testing.assert_array_equal(by_name[names[2].rsplit(".", 1)[0]].mask.numpy(), ~keep)
+
+
+def test_an_image_without_a_mask_is_kept_whole_and_said_once(tmp_path, capsys):
+    _scene_with_masks(tmp_path)
+    (tmp_path / "masks/train/r_1.png").unlink()
+    ds = nerf(tmp_path)
+    assert ds.train_views[1].mask is None and ds.train_views[0].mask is not None
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("masks:")]
+    assert lines == [
+        f"masks: {tmp_path / 'masks'} has no mask for 1 of 2 training images (train/r_1.png); those are kept whole"
+    ]
+
+
+def test_two_mask_folders_are_refused_in_one_line(tmp_path):
+    _scene_with_masks(tmp_path)
+    (tmp_path / "segmentation").mkdir()
+    with pytest.raises(DataError) as e:
+        nerf(tmp_path)
+    assert str(e.value) == (
+        f"{tmp_path}: holds masks/, segmentation/: keep one mask folder (or rename the others) so the masks are not guessed"
+    )

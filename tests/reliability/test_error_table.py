@@ -94,9 +94,10 @@ def _corrupt_image(c: Case) -> list[str]:
     return ["--config", c.config(), f"dataset.data_path={scene}"]
 
 
-def _missing_mask(c: Case) -> list[str]:
+def _several_mask_folders(c: Case) -> list[str]:
     scene = c.scene_copy()
-    (scene / "masks").mkdir()  # a masks/ folder: every training image needs one
+    (scene / "masks").mkdir()
+    (scene / "segmentation").mkdir()
     return ["--config", c.config(), f"dataset.data_path={scene}"]
 
 
@@ -267,7 +268,7 @@ SETUPS: dict[str, Callable[[Case], list[str]]] = {
     "unknown-registry-name": _unknown_registry_name,
     "missing-data-dir": _missing_data_dir,
     "corrupt-image": _corrupt_image,
-    "missing-mask": _missing_mask,
+    "several-mask-folders": _several_mask_folders,
     "unsupported-camera-model": _unsupported_camera_model,
     "empty-point-cloud": _empty_point_cloud,
     "resume-without-checkpoint": _resume_without_checkpoint,
