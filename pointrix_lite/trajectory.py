@@ -1,9 +1,16 @@
 """Camera paths for fly-through videos, built from a data set's cameras.
 
-``orbit_cameras`` circles the scene centre (the point closest to every camera's optical axis)
-at the captured cameras' mean distance and height, always looking at the centre. Cameras
-follow the rasterizer's convention (``data/cameras.py``): world-to-camera ``viewmat``, OpenCV
-axes (x right, y down, z forward).
+- ``orbit``: a circle around the scene centre (the point closest to every camera's optical axis)
+  at the captured cameras' mean distance and height, always looking at the centre.
+- ``interp``: through the captured cameras in their order (gsplat's ``generate_interpolated_path``):
+  Catmull-Rom through the centres, rotations slerped, so every captured pose is a frame of the path.
+- ``ellipse``: an ellipse around the scene centre fitted to the cameras' horizontal spread at
+  their mean height (gsplat's ``generate_ellipse_path_z``), looking at the centre.
+- ``spiral``: LLFF's forward-facing spiral (gsplat's ``generate_spiral_path``) around the mean
+  camera, looking at a point ahead of it; it needs no scene centre, so it suits forward captures.
+
+Cameras follow the rasterizer's convention (``data/cameras.py``): world-to-camera ``viewmat``,
+OpenCV axes (x right, y down, z forward). A path from a file is read by ``io/camera_path.py``.
 """
 
 from __future__ import annotations
@@ -11,14 +18,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from .data.cameras import Camera, look_at
 from .errors import DataError
+from .io.camera_path import PathFrame, read_camera_path, write_camera_path
 
-TRAJECTORIES = ("orbit",)
+TRAJECTORIES = ("orbit", "interp", "ellipse", "spiral")
 
 
 def _poses(cameras: Sequence[Camera]) -> tuple[Tensor, Tensor, Tensor]:
@@ -88,8 +97,122 @@ def orbit_cameras(cameras: Sequence[Camera], n_frames: int = 120) -> list[Camera
     return out
 
 
+def _with_pose(camera: Camera, rotation: Tensor, centre: Tensor, name: str) -> Camera:
+    """``camera`` moved to world-from-camera ``rotation`` [3,3] (columns: camera axes) at ``centre`` [3]."""
+    viewmat = torch.eye(4, dtype=torch.float64)
+    viewmat[:3, :3] = rotation.T
+    viewmat[:3, 3] = -rotation.T @ centre
+    return replace(camera, viewmat=viewmat.float(), name=name)
+
+
+def interp_cameras(cameras: Sequence[Camera], n_frames: int = 120) -> list[Camera]:
+    """``n_frames`` cameras through ``cameras`` in their order: Catmull-Rom between the centres,
+    spherical interpolation between the rotations. Frame ``k * (n_frames - 1) / (C - 1)`` is camera
+    ``k`` exactly (for a whole number), so the path shows every captured view. Intrinsics: ``cameras[0]``'s."""
+    from scipy.spatial.transform import Rotation, Slerp
+
+    if n_frames < 2 or len(cameras) < 2:
+        raise DataError(f"trajectory interp: needs at least 2 cameras and 2 frames, got {len(cameras)} and {n_frames}")
+    centres, _, _ = _poses(cameras)
+    rots = Rotation.from_matrix(torch.stack([torch.as_tensor(c.viewmat)[:3, :3].double().T for c in cameras]).numpy())
+    knots = torch.arange(len(cameras), dtype=torch.float64)
+    slerp = Slerp(knots.numpy(), rots)
+    padded = torch.cat([2 * centres[:1] - centres[1:2], centres, 2 * centres[-1:] - centres[-2:-1]])
+    out = []
+    for k, u in enumerate(torch.linspace(0, len(cameras) - 1, n_frames, dtype=torch.float64)):
+        i = min(int(u), len(cameras) - 2)
+        t = float(u) - i
+        p0, p1, p2, p3 = padded[i : i + 4]
+        pos = 0.5 * (
+            2 * p1 + (p2 - p0) * t + (2 * p0 - 5 * p1 + 4 * p2 - p3) * t**2 + (3 * p1 - p0 - 3 * p2 + p3) * t**3
+        )
+        rotation = torch.from_numpy(slerp([float(u)]).as_matrix()[0])
+        out.append(_with_pose(cameras[0], rotation, pos, f"interp_{k:04d}"))
+    return out
+
+
+def ellipse_cameras(cameras: Sequence[Camera], n_frames: int = 120) -> list[Camera]:
+    """``n_frames`` cameras on an ellipse around :func:`scene_centre` at the cameras' mean height,
+    its axes the 90th percentile of their horizontal offsets along their two principal directions
+    (so a few far cameras do not stretch it), all looking at the centre."""
+    if n_frames < 1:
+        raise DataError(f"trajectory: need at least 1 frame, got {n_frames}")
+    centre = scene_centre(cameras)
+    positions, _, ups = _poses(cameras)
+    up = ups.mean(0) / ups.mean(0).norm()
+    rel = positions - centre
+    height = float((rel @ up).mean())
+    horizontal = rel - (rel @ up)[:, None] * up
+    _, _, vh = torch.linalg.svd(horizontal, full_matrices=False)
+    e1 = vh[0] - (vh[0] @ up) * up
+    e1 = e1 / e1.norm()
+    e2 = torch.linalg.cross(up, e1)
+    a = float(torch.quantile((horizontal @ e1).abs(), 0.9))
+    b = float(torch.quantile((horizontal @ e2).abs(), 0.9))
+    if min(a, b) < 1e-8:
+        raise DataError("trajectory ellipse: the cameras have no horizontal spread around the scene centre")
+    out = []
+    for k in range(n_frames):
+        angle = 2.0 * math.pi * k / n_frames
+        eye = centre + height * up + a * math.cos(angle) * e1 + b * math.sin(angle) * e2
+        viewmat = torch.from_numpy(look_at(eye.numpy(), centre.numpy(), up.numpy())).float()
+        out.append(replace(cameras[0], viewmat=viewmat, name=f"ellipse_{k:04d}"))
+    return out
+
+
+def spiral_cameras(cameras: Sequence[Camera], n_frames: int = 120, rotations: int = 2) -> list[Camera]:
+    """LLFF's spiral: ``rotations`` turns around the mean camera, in its image plane with radii the
+    90th percentile of the cameras' offsets (and along its axis at half that), each camera looking
+    at a point ahead of the mean camera: the scene centre's depth when the axes meet, else five times
+    the cameras' spread."""
+    if n_frames < 1:
+        raise DataError(f"trajectory: need at least 1 frame, got {n_frames}")
+    positions, forward, ups = _poses(cameras)
+    mean = positions.mean(0)
+    z = forward.mean(0) / forward.mean(0).norm()
+    x = torch.linalg.cross(z, ups.mean(0))
+    x = x / x.norm()
+    y = torch.linalg.cross(z, x)  # down, as OpenCV's y
+    rel = positions - mean
+    radii = torch.stack([torch.quantile((rel @ axis).abs(), 0.9) for axis in (x, y, z)])
+    try:
+        focus = float((scene_centre(cameras) - mean) @ z)
+    except DataError:
+        focus = 0.0
+    if focus <= 0.0:
+        focus = 5.0 * float(radii[:2].max())
+    if focus <= 1e-8:
+        raise DataError("trajectory spiral: the cameras have no spread to spiral around")
+    target = mean + focus * z
+    out = []
+    for k in range(n_frames):
+        t = 2.0 * math.pi * rotations * k / n_frames
+        offset = radii[0] * math.cos(t) * x + radii[1] * math.sin(t) * y + 0.5 * radii[2] * math.sin(t / rotations) * z
+        eye = mean + offset
+        viewmat = torch.from_numpy(look_at(eye.numpy(), target.numpy(), (-y).numpy())).float()
+        out.append(replace(cameras[0], viewmat=viewmat, name=f"spiral_{k:04d}"))
+    return out
+
+
 def make_trajectory(kind: str, cameras: Sequence[Camera], n_frames: int) -> list[Camera]:
-    """Dispatch on the path name (``--trajectory``); only ``orbit`` exists so far."""
-    if kind == "orbit":
-        return orbit_cameras(cameras, n_frames)
+    """The camera path ``kind`` (one of :data:`TRAJECTORIES`, ``--trajectory``) through ``cameras``."""
+    paths = {"orbit": orbit_cameras, "interp": interp_cameras, "ellipse": ellipse_cameras, "spiral": spiral_cameras}
+    if kind in paths:
+        return paths[kind](cameras, n_frames)
     raise DataError(f"trajectory: unknown kind {kind!r}; choose from {', '.join(TRAJECTORIES)}")
+
+
+def path_cameras(path: Path) -> list[Camera]:
+    """The cameras of a camera path file (``render.py --camera-path``; ``io/camera_path.py``), named ``path_0000``..."""
+    return [
+        Camera(f.fx, f.fy, f.cx, f.cy, f.width, f.height, f.viewmat.float(), f"path_{k:04d}")
+        for k, f in enumerate(read_camera_path(path))
+    ]
+
+
+def save_path(cameras: Sequence[Camera], path: Path, fps: int = 30) -> Path:
+    """Write ``cameras`` (e.g. a trajectory, or a run's test cameras) as a camera path file."""
+    frames = [
+        PathFrame(torch.as_tensor(c.viewmat).double(), c.fx, c.fy, c.cx, c.cy, c.width, c.height) for c in cameras
+    ]
+    return write_camera_path(frames, path, fps)

@@ -7,8 +7,10 @@ so the numbers are exactly training's):
   (or ``--out``): ``metrics.json`` and ``renders/test/{render,gt}/``.
 - ``--ply FILE --data PATH``: a 3DGS PLY against a data set (layout inferred, or
   ``--dataset-type``); output in ``--out`` (default ``<FILE without .ply>_render/``).
-- ``--trajectory orbit`` with either source: frames of a camera path around the scene and a
-  video instead of the test split (``<out>/trajectory/orbit/*.png`` + ``orbit.mp4`` or ``.gif``).
+- ``--trajectory orbit|interp|ellipse|spiral`` with either source: frames of a camera path
+  through the data set's cameras and a video instead of the test split
+  (``<out>/trajectory/<kind>/*.png`` + ``<kind>.mp4`` or ``.gif``; paths in ``trajectory.py``);
+  ``--camera-path FILE`` renders a path file's cameras the same way (``<out>/trajectory/path/``).
 
 Exit codes: 0 done, 2 bad input (``error: <one line>`` on stderr).
 """
@@ -63,7 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", type=Path, help="output folder (default: the exp dir, or <ply>_render/)")
     p.add_argument("--backend", choices=("auto", "torch", "native", "gsplat"), help="rasterizer backend override")
-    p.add_argument("--trajectory", choices=("orbit",), help="render this camera path instead of the test split")
+    p.add_argument(
+        "--trajectory",
+        choices=("orbit", "interp", "ellipse", "spiral"),
+        help="render this camera path through the data set's cameras instead of the test split",
+    )
+    p.add_argument(
+        "--camera-path", type=Path, help="render the cameras of this path file (nerfstudio's camera path JSON)"
+    )
     p.add_argument("--frames", type=int, default=120, help="frames on the camera path (default 120)")
     p.add_argument("--fps", type=int, default=30, help="video frame rate (default 30)")
     p.add_argument("--video", choices=("mp4", "gif"), default="mp4", help="video format (default mp4)")
@@ -149,15 +158,18 @@ def _evaluator_from_ply(args: argparse.Namespace) -> tuple[Any, Path]:
     return evaluator, out
 
 
-def render_trajectory(trainer: Any, kind: str, n_frames: int, fps: int, video: str, out: Path) -> Path:
-    """Render ``kind`` around ``trainer.dataset``'s cameras; write PNG frames and a video.
+def render_trajectory(
+    trainer: Any, kind: str, n_frames: int, fps: int, video: str, out: Path, camera_path: Path | None = None
+) -> Path:
+    """Render ``kind`` through ``trainer.dataset``'s cameras (or ``camera_path``'s cameras, as ``kind``
+    ``path``); write PNG frames and a video.
 
     Returns:
         The video file, ``<out>/trajectory/<kind>.<video>``.
     """
     import imageio.v2 as imageio
 
-    from ..trajectory import make_trajectory
+    from ..trajectory import make_trajectory, path_cameras
     from ..writers.base import image_to_uint8
 
     if video == "mp4":
@@ -171,7 +183,7 @@ def render_trajectory(trainer: Any, kind: str, n_frames: int, fps: int, video: s
     frames = []
     trainer.model.eval()
     with torch.no_grad():
-        for cam in make_trajectory(kind, cameras, n_frames):
+        for cam in path_cameras(camera_path) if camera_path else make_trajectory(kind, cameras, n_frames):
             rgb = trainer.renderer(trainer.model, [cam], ds.background)["rgb"][0]
             frame = image_to_uint8(rgb)
             imageio.imwrite(frame_dir / f"{cam.name}.png", frame)
@@ -203,9 +215,12 @@ def run(args: argparse.Namespace) -> int:
         trainer = open_experiment(args.exp_dir, args.checkpoint, out, args.backend)
     else:
         trainer, out = _evaluator_from_ply(args)
-    if args.trajectory:
-        path = render_trajectory(trainer, args.trajectory, args.frames, args.fps, args.video, out)
-        print(f"{args.frames} frames in {path.parent / args.trajectory}; video: {path}")
+    if args.trajectory and args.camera_path:
+        raise ConfigError("--trajectory builds a path, --camera-path reads one: pass one")
+    if args.trajectory or args.camera_path:
+        kind = args.trajectory or "path"
+        path = render_trajectory(trainer, kind, args.frames, args.fps, args.video, out, args.camera_path)
+        print(f"frames in {path.parent / kind}; video: {path}")
         return 0
     if not trainer.dataset.test_views:
         raise DataError("the data set has no test views (eval: false?); nothing to render")

@@ -90,6 +90,35 @@ def test_orbit_trajectory_writes_frames_and_video(trained_run, tmp_path):
     assert np.abs(decoded[3].astype(float) - images[3].astype(float)).mean() < 12.0
 
 
+@pytest.mark.parametrize("kind", ["interp", "ellipse", "spiral"])
+def test_other_trajectories_render_the_model_in_view(trained_run, tmp_path, kind):
+    out = tmp_path / kind
+    args = ["--exp-dir", str(trained_run.exp_dir), "--out", str(out), "--trajectory", kind, "--frames", "4"]
+    assert render_main([*args, "--video", "gif"]) == 0
+    frames = [imageio.imread(f) for f in sorted((out / "trajectory" / kind).glob("*.png"))]
+    assert len(frames) == 4 and all((im < 200).any(axis=-1).mean() > 0.05 for im in frames)
+
+
+def test_a_camera_path_file_renders_its_cameras(trained_run, tmp_path):
+    """The test cameras written as a path file render the same pixels as the test split's renders."""
+    from pointrix_lite.trajectory import save_path
+
+    out = tmp_path / "path"
+    assert render_main(["--exp-dir", str(trained_run.exp_dir), "--out", str(tmp_path / "test")]) == 0
+    test_renders = sorted((tmp_path / "test" / "renders" / "test" / "render").glob("*.png"))
+    from pointrix_lite.cli.common import open_experiment
+
+    trainer = open_experiment(trained_run.exp_dir, None, tmp_path / "scratch", None)
+    save_path([v.camera for v in trainer.dataset.test_views], tmp_path / "path.json")
+    args = ["--exp-dir", str(trained_run.exp_dir), "--out", str(out), "--camera-path", str(tmp_path / "path.json")]
+    assert render_main([*args, "--video", "gif"]) == 0
+    frames = sorted((out / "trajectory" / "path").glob("*.png"))
+    assert len(frames) == len(test_renders) > 0
+    for frame, ref in zip(frames, test_renders):
+        diff = np.abs(imageio.imread(frame).astype(int) - imageio.imread(ref).astype(int))
+        assert diff.max() <= 1, (frame, ref)
+
+
 def test_orbit_gif(trained_run, tmp_path):
     out = tmp_path / "gif"
     args = [
