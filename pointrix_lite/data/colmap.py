@@ -26,6 +26,7 @@ from .masks import attach_mask, mask_folder, say_missing
 from .orientation import orient_to_axes
 from .pointcloud import PointCloud
 from .resolution import Scale
+from .undistorted import needs_undistortion, undistorted_scene
 
 PREDOWNSCALED = (2, 4, 8)  # INRIA/Mip-NeRF 360 ship images_2, images_4, images_8
 
@@ -81,7 +82,11 @@ class ColmapDataset(SceneDataset):
 
     def __init__(self, config: Config, device: str = "cpu") -> None:
         root = self._open(config, device)
-        model = read_model(find_sparse_dir(root))
+        sparse_dir = find_sparse_dir(root)
+        model = read_model(sparse_dir)
+        if needs_undistortion(model):  # read the undistorted copy instead, made once (data/undistorted.py)
+            root = undistorted_scene(root, sparse_dir, model, config.images)
+            model = read_model(find_sparse_dir(root))
         sizes = [(c.width, c.height) for c in model.cameras.values()]
         if sizes:
             self._scale_for(*max(sizes, key=lambda wh: wh[0] * wh[1]))  # the largest photo decides

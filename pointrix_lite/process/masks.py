@@ -18,7 +18,7 @@ from PIL import Image
 
 from ..data.masks import read_mask
 from ..errors import DataError
-from .undistort import photo_positions, warp
+from ..io.undistort import photo_positions, warp
 from .upright import exif_orientation, upright_mask, upright_size
 
 

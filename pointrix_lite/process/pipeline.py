@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from ..io.undistort import undistort
 from . import sfm
 from .colmap_import import import_pycolmap
 from .colmap_log import LOG_NAME, HierarchicalReader, follow
@@ -20,7 +21,6 @@ from .matching import match_features
 from .options import CLUSTER_OVERLAP, ProcessOptions
 from .report import Summary, print_summary, write_summary
 from .sfm import ChosenModel
-from .undistort import undistort
 from .upright import write_upright
 
 STAGE_FILE = "stage.txt"  # the stage running now: the parent names it if pycolmap aborts the worker

@@ -21,7 +21,7 @@ from PIL import Image, ImageOps
 
 ORIENTATION = 0x0112  # EXIF tag 274
 SIDEWAYS = frozenset({5, 6, 7, 8})  # orientations that swap width and height
-# Re-encoding settings per format: JPEG at quality 100 without chroma subsampling, as process/undistort.py
+# Re-encoding settings per format: JPEG at quality 100 without chroma subsampling, as io/undistort.py
 # writes (56.4 dB against a 1 MP photo); WebP lossless. PNG and TIFF are lossless anyway.
 SAVE_OPTIONS = {"JPEG": {"quality": 100, "subsampling": 0}, "WEBP": {"lossless": True}}
 

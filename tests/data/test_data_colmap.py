@@ -123,11 +123,19 @@ def expect_error(match: str, root, **options) -> None:
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("model", ["SIMPLE_RADIAL", "OPENCV", "RADIAL"])
-def test_distorted_model_refused(tmp_path, model):
-    params = {"SIMPLE_RADIAL": [9, 4, 3, 0.1], "RADIAL": [9, 4, 3, 0.1, 0.0], "OPENCV": [9, 9, 4, 3, 0.1, 0, 0, 0]}
+@pytest.mark.parametrize("model", ["SIMPLE_RADIAL", "OPENCV", "RADIAL", "FULL_OPENCV"])
+def test_distorted_model_loads_undistorted(tmp_path, model):
+    """Distorted cameras are undistorted at load (tests/data/test_data_undistorted.py has the details)."""
+    params = {
+        "SIMPLE_RADIAL": [9, 4, 3, 0.1],
+        "RADIAL": [9, 4, 3, 0.1, 0.0],
+        "OPENCV": [9, 9, 4, 3, 0.1, 0, 0, 0],
+        "FULL_OPENCV": [9, 9, 4, 3, 0.1, 0, 0, 0, 0, 0, 0, 0],
+    }
     make_pycolmap_scene(tmp_path, model=model, params=[float(p) for p in params[model]])
-    expect_error(rf"sparse/0/cameras.bin: camera 1 uses model {model}.*colmap image_undistorter", tmp_path)
+    ds = load(tmp_path)
+    assert (tmp_path / "undistorted" / "sparse" / "0").is_dir()
+    assert all(v.image.shape[:2] == (v.camera.height, v.camera.width) for v in ds.train_views + ds.test_views)
 
 
 def test_missing_folders(tmp_path):

@@ -12,11 +12,11 @@ from PIL import Image
 from pointrix_lite.cli import process as cli
 from pointrix_lite.data.masks import read_mask
 from pointrix_lite.io.colmap import read_model
+from pointrix_lite.io.undistort import undistort
 from pointrix_lite.process import sfm
 from pointrix_lite.process.colmap_import import import_pycolmap
 from pointrix_lite.process.masks import undistort_masks, write_colmap_masks
 from pointrix_lite.process.options import ProcessOptions
-from pointrix_lite.process.undistort import undistort
 
 W, H = 96, 72
 

@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from pointrix_lite.io.colmap import read_model
+from pointrix_lite.io.undistort import undistort
 from pointrix_lite.process.colmap_import import import_pycolmap
-from pointrix_lite.process.undistort import undistort
 
 W, H, F, CX, CY = 96, 72, 80.0, 48.0, 36.0
 

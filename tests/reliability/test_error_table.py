@@ -111,7 +111,7 @@ def _unsupported_camera_model(c: Case) -> list[str]:
     root = c.root / "colmap"
     (root / "sparse" / "0").mkdir(parents=True)
     (root / "images").mkdir()
-    (root / "sparse" / "0" / "cameras.txt").write_text("1 OPENCV 32 32 30 30 16 16 0.01 0.0 0.0 0.0\n")
+    (root / "sparse" / "0" / "cameras.txt").write_text("1 EQUIRECTANGULAR 32 32 16 16\n")
     (root / "sparse" / "0" / "images.txt").write_text("1 1 0 0 0 0 0 4 1 a.png\n\n")
     (root / "sparse" / "0" / "points3D.txt").write_text("1 0 0 0 255 0 0 0\n")
     shutil.copy(c.scene / "train" / "r_0.png", root / "images" / "a.png")

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from ..io.images import read_image, write_png
+from .images import read_image, write_png
 
 EDGE_SAMPLES = 257  # points per photo edge whose undistorted positions bound the pinhole image
 ON_GRID = 1e-3  # pixels: samples this close to photo pixel centres everywhere make the warp a copy
