@@ -39,6 +39,7 @@ from .common import (
 # Layout marker -> dataset type, checked in this order by --data inference.
 LAYOUT_MARKERS: tuple[tuple[str, str], ...] = (
     ("transforms_train.json", "NerfSyntheticDataset"),
+    ("transforms.json", "NerfstudioDataset"),
     ("sparse", "ColmapDataset"),
 )
 EXAMPLES = (

@@ -7,6 +7,7 @@ Importing this package registers the data sets in :data:`pointrix_lite.registry.
 from .cameras import Camera, View, scene_extent
 from .colmap import ColmapDataset
 from .nerf_synthetic import NerfSyntheticDataset
+from .nerfstudio import NerfstudioDataset
 from .pipeline import DataPipeline
 from .pointcloud import PointCloud, init_gaussians
 from .resolution_hook import ResolutionScheduleHook
@@ -16,6 +17,7 @@ __all__ = [
     "ColmapDataset",
     "DataPipeline",
     "NerfSyntheticDataset",
+    "NerfstudioDataset",
     "PointCloud",
     "ResolutionScheduleHook",
     "View",
