@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -103,6 +104,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--overwrite", action="store_true", help="replace images/, sparse/, colmap/, masks/ already in --out"
     )
+    p.add_argument(
+        "--import",
+        dest="import_file",
+        type=Path,
+        metavar="FILE",
+        help="skip SfM: read the cameras of a photogrammetry project (OpenSfM / ODM reconstruction.json, "
+        "Metashape camera .xml) for the photos in --images",
+    )
+    p.add_argument("--points", type=Path, help="with --import: the sparse points as a PLY (Metashape's XML has none)")
     return p
 
 
@@ -210,8 +220,42 @@ def main(argv: list[str] | None = None) -> int:
     return run_command(lambda args: _run_in_child(args, argv), build_parser().parse_args(argv))
 
 
+def _import(args: argparse.Namespace) -> int:
+    """``--import FILE``: the project's cameras and points as a COLMAP scene in ``--out``, no SfM."""
+    from ..process.imports import import_project
+    from ..process.pipeline import outputs_in_the_way
+    from ..process.report import TRAIN_CONFIG
+
+    if args.images is None:
+        raise DataError("--import needs --images DIR, the photos the project was made from")
+    for flag, path in (("--import", args.import_file), ("--points", args.points)):
+        if path is not None and not path.is_file():
+            raise DataError(f"{flag} {path}: file not found")
+    if not args.images.is_dir():
+        raise DataError(f"--images {args.images}: folder not found")
+    existing = outputs_in_the_way(args.out)
+    if existing and not args.overwrite:
+        raise DataError(
+            f"--out {args.out}: already holds {', '.join(p.name for p in existing)}; pass --overwrite to replace them "
+            "or choose another folder"
+        )
+    for path in existing:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    _, lines = import_project(args.import_file, args.images, args.out, args.points)
+    for line in lines:
+        print(line)
+    print(
+        f"next: {shlex.join(['python', 'scripts/train.py', '--config', TRAIN_CONFIG, f'dataset.data_path={args.out}'])}"
+    )
+    return EXIT_OK
+
+
 def _run_in_child(args: argparse.Namespace, argv: list[str]) -> int:
     """Check the inputs here (one-line errors), then run the stages in a child process."""
+    if args.import_file is not None:
+        return _import(args)
+    if args.points is not None:
+        raise DataError("--points goes with --import")
     opts = to_options(args)
     check_inputs(opts)
     env = dict(os.environ)
