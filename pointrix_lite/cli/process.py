@@ -157,7 +157,6 @@ def to_options(args: argparse.Namespace) -> ProcessOptions:
 def check_inputs(opts: ProcessOptions) -> None:
     """The checks that need no pycolmap, done before the worker starts."""
     from ..process.inputs import scan_images
-    from ..process.pipeline import outputs_in_the_way
 
     if opts.images is not None:
         images = scan_images(opts.images)
@@ -169,13 +168,21 @@ def check_inputs(opts: ProcessOptions) -> None:
         raise DataError(f"--video {opts.video}: file not found")
     if opts.out.exists() and not opts.out.is_dir():
         raise DataError(f"--out {opts.out}: exists and is not a folder")
-    existing = outputs_in_the_way(opts.out)
-    if existing and not opts.overwrite:
+    clear_outputs(opts.out, opts.overwrite)
+
+
+def clear_outputs(out: Path, overwrite: bool) -> None:
+    """Refuse an ``out`` that holds what this run writes, unless ``overwrite``: then remove only that,
+    never other files the user keeps there."""
+    from ..process.pipeline import outputs_in_the_way
+
+    existing = outputs_in_the_way(out)
+    if existing and not overwrite:
         raise DataError(
-            f"--out {opts.out}: already holds {', '.join(p.name for p in existing)}; pass --overwrite to replace them "
+            f"--out {out}: already holds {', '.join(p.name for p in existing)}; pass --overwrite to replace them "
             "or choose another folder"
         )
-    for path in existing:  # --overwrite: only what this run writes, never other files the user keeps there
+    for path in existing:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
@@ -223,7 +230,6 @@ def main(argv: list[str] | None = None) -> int:
 def _import(args: argparse.Namespace) -> int:
     """``--import FILE``: the project's cameras and points as a COLMAP scene in ``--out``, no SfM."""
     from ..process.imports import import_project
-    from ..process.pipeline import outputs_in_the_way
     from ..process.report import TRAIN_CONFIG
 
     if args.images is None:
@@ -233,14 +239,7 @@ def _import(args: argparse.Namespace) -> int:
             raise DataError(f"{flag} {path}: file not found")
     if not args.images.is_dir():
         raise DataError(f"--images {args.images}: folder not found")
-    existing = outputs_in_the_way(args.out)
-    if existing and not args.overwrite:
-        raise DataError(
-            f"--out {args.out}: already holds {', '.join(p.name for p in existing)}; pass --overwrite to replace them "
-            "or choose another folder"
-        )
-    for path in existing:
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    clear_outputs(args.out, args.overwrite)
     _, lines = import_project(args.import_file, args.images, args.out, args.points)
     for line in lines:
         print(line)
