@@ -51,3 +51,12 @@ def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float
     start = time.perf_counter()
     out = fn(*args, **kwargs)
     return out, time.perf_counter() - start
+
+
+def fresh_run(exp_dir: Path) -> Path:
+    """Clear what an earlier run left in a benchmark's scratch ``exp_dir``: ``train.py`` refuses a folder that
+    holds a run (``engine/run_folder.py``), and other revisions' ``train.py`` may not know ``--overwrite``."""
+    from pointrix_lite.engine.run_folder import clear_run  # here: importing pointrix_lite imports torch
+
+    clear_run(Path(exp_dir))
+    return Path(exp_dir)

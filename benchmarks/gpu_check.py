@@ -28,13 +28,12 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from benchmarks._common import REPO, parser
+from benchmarks._common import REPO, fresh_run, parser
 from benchmarks.results import Table, record
 
 TABLE = Table(
@@ -149,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
 
     first = args.out / "first_run"
     if "first_run" not in args.skip:
-        shutil.rmtree(first, ignore_errors=True)  # this check's own scratch run, not a user's
+        fresh_run(first)  # this check's own scratch run, not a user's
         train = [py, "scripts/train.py", "--config", "configs/colmap_cpu.yaml"]
         cmd = [*train, f"dataset.data_path={scene}", *GPU_BUDGET, f"strategy.cap_max={args.cap}"]
         cmd += [f"trainer.max_steps={args.steps}", "save_ckpt_after_iter=0", f"exp_dir={first}", *device]
@@ -178,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 
     recipe = args.out / "recipe"
     if "recipe" not in args.skip and args.recipe_steps > 0:
-        shutil.rmtree(recipe, ignore_errors=True)
+        fresh_run(recipe)
         cmd = [py, "scripts/train.py", "--config", "configs/colmap_gpu.yaml"]
         cmd += [f"dataset.data_path={scene}", f"trainer.max_steps={args.recipe_steps}", f"exp_dir={recipe}", *device]
         stages.run("recipe", 240, cmd)

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks._common import REPO, add_run_arguments, cpu_name, load_average, parser
+from benchmarks._common import REPO, add_run_arguments, cpu_name, fresh_run, load_average, parser
 
 CONFIG = REPO / "configs" / "colmap_cpu.yaml"
 COMMON = ["dataset.scale=1", "dataset.orientation=none", "trainer.val_interval=0"]
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             f"strategy.cap_max={args.cap}",
             *args.overrides,
             f"dataset.data_path={scene}",
-            f"exp_dir={out / 'whole'}",
+            f"exp_dir={fresh_run(out / 'whole')}",
         ]
         whole_s, whole_rss = _run([py, "scripts/train.py", "--config", str(CONFIG), *whole], log)
     _run([py, "scripts/render.py", "--ply", str(out / "whole" / "point_cloud.ply"), "--data", str(scene)], log)

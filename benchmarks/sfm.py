@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks._common import REPO, cpu_name, load_average, parser, timed
+from benchmarks._common import REPO, cpu_name, fresh_run, load_average, parser, timed
 
 if TYPE_CHECKING:
     import argparse
@@ -337,7 +337,7 @@ def photos_to_model(root: Path, mp: int, n: int, config: str) -> None:
         flush=True,
     )
     wall, rss = run_child(
-        [py, "scripts/train.py", "--config", config, f"dataset.data_path={scene}", f"exp_dir={exp}"],
+        [py, "scripts/train.py", "--config", config, f"dataset.data_path={scene}", f"exp_dir={fresh_run(exp)}"],
         root / f"train_{n}_{mp}mp.log",
     )
     metrics = json.loads((exp / "metrics.json").read_text())

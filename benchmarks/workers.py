@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks._common import REPO
+from benchmarks._common import REPO, fresh_run
 
 ROOT_ENV = "POINTRIX_LITE_ROOT"
 TAG = "@@bench "
@@ -110,7 +110,7 @@ def prebuild(tree: Path) -> None:
 def train_script(tree: Path, config: Path, overrides: list[str], exp_dir: Path) -> dict:
     """Train in a fresh process of ``tree``'s own ``scripts/train.py``, as a user starts a run (every
     revision has that script); its metrics.json plus ``wall_seconds``."""
-    exp_dir = exp_dir.resolve()  # the run's working folder is the tree
+    exp_dir = fresh_run(exp_dir.resolve())  # the run's working folder is the tree
     cmd = [
         sys.executable,
         str(tree / "scripts" / "train.py"),

@@ -8,6 +8,7 @@ scene's test views. Exit codes: 0 done, 2 bad input or a block that did not fini
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -43,10 +44,11 @@ def run(args: argparse.Namespace) -> int:
         f"merge: {total:,} Gaussians of {sum(c.total for c in counts):,} -> {ply} in {time.perf_counter() - start:.1f} s"
     )
     print(
-        f"next: {sys.executable} scripts/render.py --ply {ply} --data {manifest.scene}   # scores the "
+        f"next: {shlex.join([sys.executable, 'scripts/render.py', '--ply', str(ply), '--data', str(manifest.scene)])}"
+        "   # scores the "
         f"{len(manifest.test_views)} test views of the whole scene"
     )
-    print(f"      {sys.executable} scripts/export.py --ply {ply} --format splat")
+    print(f"      {shlex.join([sys.executable, 'scripts/export.py', '--ply', str(ply), '--format', 'splat'])}")
     return 0
 
 

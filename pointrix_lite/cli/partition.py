@@ -8,6 +8,7 @@ Writes ``P/blocks/block_NNN/`` (COLMAP scene folders: the block's training views
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from ..partition.frame import UP_CHOICES
@@ -98,7 +99,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: render.py --ply scores every 8th view; this partition held out every {args.test_every}th")
     print(f"manifest: {manifest.path}")
     print(
-        f"next: torchrun --nproc_per_node N scripts/train_blocks.py --manifest {manifest.path} --config configs/colmap_cpu.yaml"
+        "next: torchrun --nproc_per_node N "
+        + shlex.join(
+            ["scripts/train_blocks.py", "--manifest", str(manifest.path), "--config", "configs/colmap_cpu.yaml"]
+        )
     )
     return 0
 

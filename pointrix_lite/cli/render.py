@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("orbit", "interp", "ellipse", "spiral"),
         help="render this camera path through the data set's cameras instead of the test split",
     )
+    p.add_argument("--overwrite", action="store_true", help="replace what an earlier render left in --out")
     p.add_argument(
         "--camera-path", type=Path, help="render the cameras of this path file (nerfstudio's camera path JSON)"
     )
@@ -198,6 +200,23 @@ def render_trajectory(
     return path
 
 
+def clear_render_out(out: Path, kind: str | None, video: str, overwrite: bool) -> None:
+    """Refuse an ``--out`` that holds what this render writes (a camera path's frames and video, or the test
+    split's ``metrics.json`` and renders) unless ``overwrite``; then remove only that (``engine/run_folder.py``)."""
+    if kind is not None:
+        targets = [out / "trajectory" / kind, out / "trajectory" / f"{kind}.{video}"]
+    else:
+        targets = [out / "metrics.json", out / "renders"]
+    existing = [t for t in targets if t.exists()]
+    if existing and not overwrite:
+        names = ", ".join(str(t.relative_to(out)) for t in existing)
+        raise ConfigError(
+            f"--out {out}: already holds {names}; pass --overwrite to replace them or choose another folder"
+        )
+    for path in existing:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
 def run(args: argparse.Namespace) -> int:
     from ..io.atomic import atomic_write_text
     from ..report import write_report
@@ -210,16 +229,18 @@ def run(args: argparse.Namespace) -> int:
     if args.exp_dir is not None and (args.data or args.dataset_type):
         raise ConfigError("--data / --dataset-type go with --ply; --exp-dir uses the data set of its config")
     check_model_source(args)
+    if args.trajectory and args.camera_path:
+        raise ConfigError("--trajectory builds a path, --camera-path reads one: pass one")
+    kind = args.trajectory or ("path" if args.camera_path else None)
+    if args.exp_dir is None or args.out is not None:  # into the run's own folder: re-rendering it is the point
+        clear_render_out(args.out or args.ply.with_name(f"{args.ply.stem}_render"), kind, args.video, args.overwrite)
     load_components(args.plugin)
     if args.exp_dir is not None:
         out = args.out or args.exp_dir
         trainer = open_experiment(args.exp_dir, args.checkpoint, out, args.backend)
     else:
         trainer, out = _evaluator_from_ply(args)
-    if args.trajectory and args.camera_path:
-        raise ConfigError("--trajectory builds a path, --camera-path reads one: pass one")
-    if args.trajectory or args.camera_path:
-        kind = args.trajectory or "path"
+    if kind is not None:
         path = render_trajectory(trainer, kind, args.frames, args.fps, args.video, out, args.camera_path)
         print(f"frames in {path.parent / kind}; video: {path}")
         return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -86,17 +87,17 @@ def format_summary(
     if latest is not None:
         items.append(("checkpoint", str(latest)))
     if (exp_dir / "tensorboard").is_dir():
-        items.append(("tensorboard", f"tensorboard --logdir {exp_dir / 'tensorboard'}"))
+        items.append(("tensorboard", shlex.join(["tensorboard", "--logdir", str(exp_dir / "tensorboard")])))
     lines.extend(f"  {name:<12} {where}" for name, where in items)
     return "\n".join(lines)
 
 
 def resume_command(exp_dir: str | Path, plugins: Iterable[str] = (), max_steps: int | None = None) -> str:
     """The command that continues the run in ``exp_dir`` from its latest checkpoint (to ``max_steps``)."""
-    command = f"python scripts/train.py --config {Path(exp_dir) / 'config.yaml'} --resume"
+    command = ["python", "scripts/train.py", "--config", str(Path(exp_dir) / "config.yaml"), "--resume"]
     if max_steps is not None:
-        command += f" trainer.max_steps={max_steps}"
-    return command + "".join(f" --plugin {p}" for p in plugins)
+        command.append(f"trainer.max_steps={max_steps}")
+    return shlex.join(command + [a for p in plugins for a in ("--plugin", str(p))])  # pastes back as these arguments
 
 
 def viewer_available() -> bool:
@@ -116,7 +117,7 @@ def next_commands(exp_dir: str | Path, plugins: Iterable[str] = (), finished_ste
     """
     lines = ["next:"]
     if viewer_available():
-        lines.append(f"  {'view':<12} python scripts/view.py --exp-dir {exp_dir}")
+        lines.append(f"  {'view':<12} {shlex.join(['python', 'scripts/view.py', '--exp-dir', str(exp_dir)])}")
     more = 2 * finished_steps if finished_steps else None
     lines.append(f"  {'train longer' if more else 'resume':<12} {resume_command(exp_dir, plugins, more)}")
     return "\n".join(lines)

@@ -36,6 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CKPT",
         help="continue from CKPT, or without a value from the latest checkpoint in exp_dir",
     )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run already in exp_dir (its checkpoints, logs, metrics and exports) with a new one",
+    )
     p.add_argument("--show-hooks", action="store_true", help="print the hook table and exit")
     p.add_argument(
         "--viewer",
@@ -71,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
 
     exp_dir = Path(cfg.exp_dir)
+    check_earlier_run(args, exp_dir)
     resume = None
     if args.resume == "latest":
         resume = find_latest(exp_dir)
@@ -84,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
     device = distributed.init_from_env(resolve_device(cfg.device))
     main_process = distributed.is_main_process()
     if main_process:
+        if args.overwrite:
+            from ..engine.run_folder import clear_run
+
+            clear_run(exp_dir)
         check_output_dir(exp_dir)
         save_config(cfg, exp_dir)
     trainer = DefaultTrainer(cfg, exp_dir, device)
@@ -118,6 +128,27 @@ def run(args: argparse.Namespace) -> int:
         print(trainer_summary(trainer, args.plugin))
     distributed.finish()  # a distributed rank exits here (status 0), see its docstring
     return EXIT_OK
+
+
+def check_earlier_run(args: argparse.Namespace, exp_dir: Path) -> None:
+    """A run already in ``exp_dir`` is continued (``--resume``) or replaced (``--overwrite``) only when asked;
+    otherwise one line with both commands (``engine/run_folder.py`` says why)."""
+    import shlex
+
+    from ..engine.run_folder import earlier_run
+    from ..errors import ConfigError
+
+    if args.resume is not None and args.overwrite:
+        raise ConfigError("--resume continues the run in exp_dir, --overwrite replaces it: pass one")
+    if args.resume is not None or args.overwrite or not earlier_run(exp_dir):
+        return
+    plugins = [a for p in args.plugin for a in ("--plugin", p)]
+    resume = ["python", "scripts/train.py", "--config", str(exp_dir / "config.yaml"), "--resume", *plugins]
+    again = ["python", "scripts/train.py", "--config", str(args.config), *args.overrides, *plugins, "--overwrite"]
+    raise ConfigError(
+        f"exp_dir: {exp_dir} holds an earlier run; continue it with: {shlex.join(resume)}"
+        f"; or replace it with: {shlex.join(again)}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,7 @@ failed, 2 for bad input. ``--only B --resume`` reruns block B alone from its lat
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import signal
 import sys
@@ -153,9 +154,9 @@ def summary(manifest, blocks: list, runs: Path, args: argparse.Namespace, whole_
             "--config",
             str(args.config),
             *args.overrides,
-            *(f"--plugin {p}" for p in args.plugin),
+            *(a for p in args.plugin for a in ("--plugin", p)),
         ]
-        lines.append(f"rerun: {' '.join(again)} --only {','.join(missing)} --resume")
+        lines.append(f"rerun: {shlex.join([*again, '--only', ','.join(missing), '--resume'])}")
     else:
         when = "" if whole_job else " (once every task has finished)"
         lines.append(

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from .. import writers as _builtin_writers  # noqa: F401 - registers the default writers
-from ..config import at_least, from_dict, to_dict
+from ..config import OptionError, at_least, from_dict, to_dict
 from ..errors import ConfigError
 from ..io.atomic import atomic_write_text
 from ..registry import DATASETS, MODELS, RENDERERS, STRATEGIES, WRITERS
@@ -51,6 +51,9 @@ def _default_writers() -> list[dict[str, Any]]:
     return [{"type": "TensorboardWriter"}, {"type": "JsonlWriter"}]
 
 
+NAME_BYTES = 255
+
+
 @dataclass(kw_only=True)
 class ExperimentConfig:
     name: str = "experiment"
@@ -75,6 +78,14 @@ class ExperimentConfig:
     save_ckpt_after_run: bool | None = None  # -> CheckPointHook.save_last
     log_show_after_iter: int | None = None  # -> LogHook.interval
     load_ckpt_before_run: str | None = None  # checkpoint loaded (full resume) after before_run
+
+    def __post_init__(self) -> None:
+        # numpy and torch seed generators take 0 .. 2**32 - 1; outside it they fail deep in the run
+        if not 0 <= self.seed < 2**32:
+            raise OptionError("seed", f"must be in 0 .. 2**32 - 1, got {self.seed}")
+        # name becomes a folder name: most file systems stop at 255 bytes (a longer one fails at the first write)
+        if len(self.name.encode()) > NAME_BYTES:
+            raise OptionError("name", f"is {len(self.name.encode())} bytes; a folder name takes at most {NAME_BYTES}")
 
 
 class DuplicateKeyError(yaml.MarkedYAMLError):

@@ -200,3 +200,22 @@ def test_script_wrapper_runs_as_a_program(tmp_path):
         proc.stderr.strip().splitlines()[-1]
         == f"error: --exp-dir {tmp_path}: no config.yaml (not an experiment folder written by train.py)"
     )
+
+
+def test_a_second_render_into_the_same_out_needs_overwrite(trained_run, tmp_path, capsys):
+    out = tmp_path / "again"
+    args = ["--exp-dir", str(trained_run.exp_dir), "--out", str(out)]
+    assert render_main(args) == 0
+    first = (out / "metrics.json").read_bytes()
+    capsys.readouterr()
+    assert render_main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err
+        == f"error: --out {out}: already holds metrics.json, renders; pass --overwrite to replace them or choose another folder"
+    )
+    assert (out / "metrics.json").read_bytes() == first
+    assert render_main([*args, "--overwrite"]) == 0
+    orbit = [*args, "--trajectory", "orbit", "--frames", "2", "--video", "gif"]
+    assert render_main(orbit) == 0  # a path beside the test split is another output
+    assert render_main(orbit) == 2 and "trajectory/orbit" in capsys.readouterr().err

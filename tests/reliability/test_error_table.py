@@ -71,6 +71,26 @@ class Case:
         return Path(shutil.copytree(self.scene, self.root / "scene"))
 
 
+def _earlier_run(c: Case) -> list[str]:
+    exp = Path(c.raw["output_dir"]) / c.raw["name"]
+    exp.mkdir(parents=True)
+    (exp / "metrics.json").write_text("{}")  # a finished run's file: it must survive the refusal
+    c.must_not_exist = exp / "config.yaml"
+    return ["--config", c.config()]
+
+
+def _resume_and_overwrite(c: Case) -> list[str]:
+    return ["--config", c.config(), "--resume", "--overwrite"]
+
+
+def _seed_out_of_range(c: Case) -> list[str]:
+    return ["--config", c.config(), "seed=-1"]
+
+
+def _name_too_long(c: Case) -> list[str]:
+    return ["--config", c.config(), "name=" + "n" * 300]
+
+
 def _missing_config(c: Case) -> list[str]:
     return ["--config", str(c.root / "missing.yaml")]
 
@@ -293,6 +313,10 @@ SETUPS: dict[str, Callable[[Case], list[str]]] = {
     "disk-full-at-start": _disk_full_at_start,
     "disk-full-during-training": _disk_full_during_training,
     "nan-loss": _nan_loss,
+    "earlier-run": _earlier_run,
+    "resume-and-overwrite": _resume_and_overwrite,
+    "seed-out-of-range": _seed_out_of_range,
+    "name-too-long": _name_too_long,
 }
 
 

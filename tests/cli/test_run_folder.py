@@ -1,0 +1,108 @@
+"""A second run into the same experiment folder: refused with both commands, continued with --resume, replaced
+with --overwrite (nothing of the first run left beside the second); printed commands paste back as the same
+arguments; seed and name bounds in one line. Real runs of scripts/train.py on the toy components."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.engine.engine_helpers import TOY_PLUGIN, toy_raw_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _config(tmp_path: Path, name: str = "toy") -> Path:
+    raw = toy_raw_config(tmp_path)
+    raw["name"] = name
+    path = tmp_path / "toy.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def train(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(REPO / "scripts" / "train.py"), *args, "--plugin", str(TOY_PLUGIN)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
+
+
+def test_a_second_run_is_refused_then_resumed_or_replaced(tmp_path):
+    config = _config(tmp_path)
+    exp = tmp_path / "outputs" / "toy"
+    first = train("--config", str(config))
+    assert first.returncode == 0, first.stderr
+    log_lines = len((exp / "log.jsonl").read_text().splitlines())
+    before = {p.name: p.stat().st_mtime_ns for p in exp.rglob("*") if p.is_file()}
+
+    again = train("--config", str(config), "trainer.max_steps=4", "seed=1")
+    assert again.returncode == 2
+    (line,) = again.stderr.strip().splitlines()
+    assert line.startswith(f"error: exp_dir: {exp} holds an earlier run; continue it with: ")
+    resume_cmd, overwrite_cmd = line.split("continue it with: ")[1].split("; or replace it with: ")
+    assert shlex.split(resume_cmd)[2:] == [
+        "--config",
+        str(exp / "config.yaml"),
+        "--resume",
+        "--plugin",
+        str(TOY_PLUGIN),
+    ]
+    assert shlex.split(overwrite_cmd)[-5:] == [
+        "trainer.max_steps=4",
+        "seed=1",
+        "--plugin",
+        str(TOY_PLUGIN),
+        "--overwrite",
+    ]
+    # Nothing of the first run was touched.
+    assert {p.name: p.stat().st_mtime_ns for p in exp.rglob("*") if p.is_file()} == before
+
+    both = train("--config", str(config), "--resume", "--overwrite")
+    assert both.returncode == 2 and "pass one" in both.stderr
+
+    (exp / "notes.txt").write_text("mine")  # a user's file beside the run
+    replaced = train("--config", str(config), "trainer.max_steps=4", "seed=1", "--overwrite")
+    assert replaced.returncode == 0, replaced.stderr
+    assert (exp / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in (exp / "checkpoints").glob("*.pth")) == ["step_000004.pth"]  # no step_000008/12
+    log = [json.loads(line) for line in (exp / "log.jsonl").read_text().splitlines()]
+    assert len(log) < log_lines and max(r.get("step", 0) for r in log) <= 4  # a new log, not appended to
+    assert yaml.safe_load((exp / "config.yaml").read_text())["seed"] == 1
+
+    resumed = train("--config", str(exp / "config.yaml"), "--resume", "trainer.max_steps=8")
+    assert resumed.returncode == 0, resumed.stderr
+
+
+def test_printed_commands_paste_back_as_the_same_arguments(tmp_path):
+    name = "a b>c"
+    config = _config(tmp_path, name)
+    done = train("--config", str(config), "writers=[{type: TensorboardWriter}]")
+    assert done.returncode == 0, done.stderr
+    exp = tmp_path / "outputs" / name
+    lines = {line.split(None, 1)[0]: line for line in done.stdout.splitlines() if line.startswith("  ")}
+    longer = lines["train"].split("train longer", 1)[1].strip()
+    assert shlex.split(longer)[1:] == [
+        "scripts/train.py",
+        "--config",
+        str(exp / "config.yaml"),
+        "--resume",
+        "trainer.max_steps=24",
+        "--plugin",
+        str(TOY_PLUGIN),
+    ]
+    tb = lines["tensorboard"].split("tensorboard", 1)[1].strip()
+    assert shlex.split(tb) == ["tensorboard", "--logdir", str(exp / "tensorboard")]
+
+
+def test_seed_and_name_out_of_bounds_are_one_line(tmp_path):
+    config = _config(tmp_path)
+    for override, message in (
+        ("seed=-1", "seed: must be in 0 .. 2**32 - 1, got -1"),
+        (f"seed={2**32}", f"seed: must be in 0 .. 2**32 - 1, got {2**32}"),
+        ("name=" + "n" * 300, "name: is 300 bytes; a folder name takes at most 255"),
+    ):
+        proc = train("--config", str(config), override)
+        assert proc.returncode == 2 and proc.stderr.strip() == f"error: {message}", proc.stderr
