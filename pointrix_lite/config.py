@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any, TypeVar, Union
 
-from .errors import ConfigError
+from .errors import ConfigError, brief
 
 T = TypeVar("T")
 
@@ -55,7 +55,7 @@ def at_least(config: Any, minimum: float, *keys: str, home: str = "") -> None:
 def check_relative_path(key: str, value: str, home: str = "") -> None:
     """OptionError unless ``value`` is a non-empty relative path (a file or folder inside exp_dir)."""
     if not value or PurePath(value).is_absolute():
-        raise OptionError(key, f"must be a path relative to exp_dir, got {value!r}", home)
+        raise OptionError(key, f"must be a path relative to exp_dir, got {brief(value)}", home)
 
 
 def _type_name(tp: Any) -> str:
@@ -79,20 +79,20 @@ def convert(tp: Any, value: Any, key_path: str) -> Any:
                 return convert(arg, value, key_path)
             except ConfigError as exc:
                 errors.append(str(exc))
-        raise ConfigError(f"{key_path}: expected {_type_name(tp)}, got {value!r}")
+        raise ConfigError(f"{key_path}: expected {_type_name(tp)}, got {brief(value)}")
     if origin is typing.Literal:
         if value in args:
             return value
-        raise ConfigError(f"{key_path}: expected one of {', '.join(map(repr, args))}, got {value!r}")
+        raise ConfigError(f"{key_path}: expected one of {', '.join(map(repr, args))}, got {brief(value)}")
     if dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return value
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{key_path}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{key_path}: expected a mapping, got {brief(value)}")
         return from_dict(tp, value, key_path)
     if origin in (list, tuple, typing.Sequence) or tp in (list, tuple):
         if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{key_path}: expected a list, got {value!r}")
+            raise ConfigError(f"{key_path}: expected a list, got {brief(value)}")
         if origin is tuple and args and args[-1] is not Ellipsis:
             if len(args) != len(value):
                 raise ConfigError(f"{key_path}: expected {len(args)} values, got {len(value)}")
@@ -102,19 +102,19 @@ def convert(tp: Any, value: Any, key_path: str) -> Any:
         return tuple(out) if origin is tuple or tp is tuple else out
     if origin in (dict, Mapping) or tp is dict:
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{key_path}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{key_path}: expected a mapping, got {brief(value)}")
         vt = args[1] if len(args) == 2 else Any
         return {k: convert(vt, v, f"{key_path}.{k}") for k, v in value.items()}
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(f"{key_path}: expected true/false, got {value!r}")
+        raise ConfigError(f"{key_path}: expected true/false, got {brief(value)}")
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        raise ConfigError(f"{key_path}: expected an integer, got {value!r}")
+        raise ConfigError(f"{key_path}: expected an integer, got {brief(value)}")
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
@@ -124,16 +124,16 @@ def convert(tp: Any, value: Any, key_path: str) -> Any:
                 return float(value)
             except ValueError:
                 pass
-        raise ConfigError(f"{key_path}: expected a number, got {value!r}")
+        raise ConfigError(f"{key_path}: expected a number, got {brief(value)}")
     if tp is str:
         if isinstance(value, str):
             return value
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)  # YAML reads `name: 001` as 1; a path or name is still meant
-        raise ConfigError(f"{key_path}: expected a string, got {value!r}")
+        raise ConfigError(f"{key_path}: expected a string, got {brief(value)}")
     if isinstance(tp, type) and isinstance(value, tp):
         return value
-    raise ConfigError(f"{key_path}: expected {_type_name(tp)}, got {value!r}")
+    raise ConfigError(f"{key_path}: expected {_type_name(tp)}, got {brief(value)}")
 
 
 def from_dict(cls: type[T], data: Mapping[str, Any] | None, key_path: str = "") -> T:

@@ -8,13 +8,36 @@ user never sees a bare traceback for their own input.
 
 from __future__ import annotations
 
+import reprlib
+
+MESSAGE_CHARS = 1000  # a message longer than this is cut in the middle: it quoted something huge
+VALUE_CHARS = 120
+
+_REPR = reprlib.Repr()
+_REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict, _REPR.maxlevel = VALUE_CHARS, VALUE_CHARS, 8, 8, 3
+
+
+def shorten(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """``text`` cut in the middle to about ``limit`` characters, saying how long it was."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]} ... ({len(text):,} characters) ... {text[-half // 2 :]}"
+
+
+def brief(value: object) -> str:
+    """``repr(value)`` for a message, bounded: a config value can be megabytes (a long string, or YAML
+    aliases that expand a few lines into millions of items), and reprlib stops walking it early."""
+    return shorten(_REPR.repr(value), VALUE_CHARS + 40)
+
 
 class PointrixError(Exception):
     """A problem with the user's input (config, data, checkpoint), reported in one line."""
 
     def __init__(self, message: str) -> None:
-        # Fold to one line: callers sometimes format paths or values that contain newlines.
-        super().__init__(" ".join(str(message).split()))
+        # Fold to one line: callers sometimes format paths or values that contain newlines; and cut it,
+        # as the last guard against a message quoting a value whole.
+        super().__init__(shorten(" ".join(str(message).split())))
 
 
 class ConfigError(PointrixError):

@@ -24,7 +24,7 @@ import yaml
 
 from .. import writers as _builtin_writers  # noqa: F401 - registers the default writers
 from ..config import OptionError, at_least, from_dict, to_dict
-from ..errors import ConfigError
+from ..errors import ConfigError, brief
 from ..io.atomic import atomic_write_text
 from ..registry import DATASETS, MODELS, RENDERERS, STRATEGIES, WRITERS
 from . import hooks as _builtin_hooks  # noqa: F401 - registers the default hooks
@@ -92,8 +92,12 @@ class DuplicateKeyError(yaml.MarkedYAMLError):
     """A key given twice in one YAML mapping."""
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a key repeated in one mapping.
+MAX_CONFIG_BYTES = 1 << 20  # the shipped configs are a few KB; a larger file is the wrong file, or an attack
+MAX_CONFIG_VALUES = 100_000  # values after YAML aliases expand: a 300-byte "billion laughs" file is billions
+
+
+class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's parser where present: fast, safe
+    """``yaml.SafeLoader`` (libyaml's ``CSafeLoader`` where installed) that refuses a key repeated in one mapping.
 
     Plain YAML keeps the last value, so a second ``LogHook:`` under ``hooks:`` would silently
     replace the first; here it is an error naming the key and its line.
@@ -118,9 +122,31 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping; a missing file or bad YAML is a one-line ConfigError naming the file."""
     path = Path(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"{path}: {size:,} bytes; a config is at most {MAX_CONFIG_BYTES:,} (is it the right file?)"
+            )
         text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file (a config is UTF-8 YAML)") from None
+    data = _load_yaml(text, str(path))
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+class _InvalidYaml(ConfigError):
+    """Text that is not YAML (as opposed to YAML refused for what it holds)."""
+
+
+def _load_yaml(text: str, where: str) -> Any:
+    """One YAML document, safely: no Python tags, no repeated key, no alias expansion past
+    :data:`MAX_CONFIG_VALUES` values (``where`` names the file or override in the one-line error)."""
     try:
         # What yaml.load does, spelt out so the loader is visibly the safe one (tests/reliability/test_safe_loading.py).
         loader = _StrictLoader(text)
@@ -130,12 +156,23 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
             loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{where}: invalid YAML ({getattr(exc, 'problem', None) or exc})") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+        at = f":{mark.line + 1}" if mark is not None and not where.startswith("override") else ""
+        raise _InvalidYaml(f"{where}{at}: invalid YAML ({getattr(exc, 'problem', None) or exc})") from None
+    # Aliases share one object, so loading is cheap; what reads the config (copies, dumps, messages) expands
+    # them. Count values as expanded, without a memo, and stop at the limit.
+    stack, seen = [data], 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > MAX_CONFIG_VALUES:
+            raise ConfigError(
+                f"{where}: expands to more than {MAX_CONFIG_VALUES:,} values (YAML aliases repeating aliases?)"
+            )
+        if isinstance(node, dict):
+            stack.extend(node.values())
+            stack.extend(node.keys())
+        elif isinstance(node, list):
+            stack.extend(node)
     return data
 
 
@@ -149,11 +186,13 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key:
-            raise ConfigError(f"override {item!r}: expected key=value, e.g. trainer.max_steps=500")
+            raise ConfigError(f"override {brief(item)}: expected key=value, e.g. trainer.max_steps=500")
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{key}: override value of {len(raw):,} characters; at most {MAX_CONFIG_BYTES:,}")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else None
-        except yaml.YAMLError:
-            raise ConfigError(f"{key}: cannot parse override value {raw!r} as YAML") from None
+            value = _load_yaml(raw, f"override {key}") if raw.strip() else None
+        except _InvalidYaml:
+            raise ConfigError(f"{key}: cannot parse override value {brief(raw)} as YAML") from None
         parts = key.split(".")
         node: Any = data
         for depth, part in enumerate(parts):
@@ -174,7 +213,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
                         node[part] = {}
                     node = node[part]
             else:
-                raise ConfigError(f"{path}: cannot set a key inside {type(node).__name__} {node!r}")
+                raise ConfigError(f"{path}: cannot set a key inside {type(node).__name__} {brief(node)}")
     return data
 
 

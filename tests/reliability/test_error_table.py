@@ -91,6 +91,20 @@ def _name_too_long(c: Case) -> list[str]:
     return ["--config", c.config(), "name=" + "n" * 300]
 
 
+def _config_too_large(c: Case) -> list[str]:
+    path = c.root / "big.yaml"
+    path.write_text("name: " + "n" * (2 << 20) + "\n")
+    return ["--config", str(path)]
+
+
+def _yaml_alias_bomb(c: Case) -> list[str]:
+    path = Path(c.config())
+    levels = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    levels += [f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]" for i in range(8)]
+    path.write_text(path.read_text() + "\n".join(levels) + "\n")
+    return ["--config", str(path)]
+
+
 def _missing_config(c: Case) -> list[str]:
     return ["--config", str(c.root / "missing.yaml")]
 
@@ -317,6 +331,8 @@ SETUPS: dict[str, Callable[[Case], list[str]]] = {
     "resume-and-overwrite": _resume_and_overwrite,
     "seed-out-of-range": _seed_out_of_range,
     "name-too-long": _name_too_long,
+    "config-too-large": _config_too_large,
+    "yaml-alias-bomb": _yaml_alias_bomb,
 }
 
 

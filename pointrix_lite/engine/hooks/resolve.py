@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from ...errors import ConfigError
+from ...errors import ConfigError, brief
 from ...hook.base import HOOK_ENGINE_KEYS
 from ...hook.priority import get_priority, priority_name
 from ...registry import HOOKS, Component
@@ -68,7 +68,7 @@ def _mapping_entry(key: Any, value: Any) -> tuple[str, dict[str, Any]]:
         # neither guess is safe, so the user says which.
         raise ConfigError(
             f"{key_path}: expected a mapping of options, e.g. {key}: {{interval: 50}} ({{}} for the defaults, "
-            f"{{enabled: false}} to turn it off), got {value!r}"
+            f"{{enabled: false}} to turn it off), got {brief(value)}"
         )
     type_name = str(value.get("type", key))
     cls = HOOKS.get(type_name, f"{key_path}.type" if "type" in value else key_path)
@@ -91,7 +91,7 @@ def hook_entries(hooks: Any) -> list[tuple[str, Any]]:
         return [(f"hooks[{i}]", entry) for i, entry in enumerate(hooks)]
     if not isinstance(hooks, dict):
         raise ConfigError(
-            f"hooks: expected a list ([{{type: LogHook, interval: 50}}]) or a mapping ({{LogHook: {{interval: 50}}}}), got {hooks!r}"
+            f"hooks: expected a list ([{{type: LogHook, interval: 50}}]) or a mapping ({{LogHook: {{interval: 50}}}}), got {brief(hooks)}"
         )
     entries, seen = [], {}
     for key, value in hooks.items():
@@ -132,7 +132,7 @@ def resolve_hooks(hooks: Any, shorthands: Mapping[str, Any] | None = None) -> li
         type_name, engine, options = _split_entry(entry, key_path)
         HOOKS.get(type_name, f"{key_path}.type")
         if "enabled" in engine and not isinstance(engine["enabled"], bool):
-            raise ConfigError(f"{key_path}.enabled: expected true/false, got {engine['enabled']!r}")
+            raise ConfigError(f"{key_path}.enabled: expected true/false, got {brief(engine['enabled'])}")
         if "priority" in engine:
             get_priority(engine["priority"], f"{key_path}.priority")
         key = type_name if type_name in DEFAULT_HOOKS else f"{type_name}#{i}"
