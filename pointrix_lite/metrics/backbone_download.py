@@ -11,6 +11,7 @@ with a one-line reason that names the URL and the cache path to copy the file to
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import http.client
 import os
@@ -120,6 +121,34 @@ def _why(exc: BaseException) -> str:
     return " ".join(str(wrapped).split()) or type(exc).__name__
 
 
+@functools.lru_cache(maxsize=8)
+def _cached_file_ok(path: Path, size: int, mtime_ns: int) -> str | None:
+    """None when ``path``'s sha256 starts with the prefix in its name (torch.hub's convention), else the
+    digest's first digits. Once per process per file version: hashing 0.5 GB takes about a second."""
+    match = _HASH_IN_NAME.search(path.name)
+    if not match:
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(CHUNK), b""):
+            digest.update(chunk)
+    return None if digest.hexdigest().startswith(match.group(1)) else digest.hexdigest()[:8]
+
+
+def check_cached(net: LpipsNet, path: Path, url: str) -> str | None:
+    """The reason a cached weights file cannot be used (a copy cut short, a disk error, another file under
+    that name), or None: checked when loading, not only after a download, since the cache outlives both."""
+    st = path.stat()
+    wrong = _cached_file_ok(path, st.st_size, st.st_mtime_ns)
+    if wrong is None:
+        return None
+    expected = _HASH_IN_NAME.search(path.name).group(1)
+    return (
+        f"unavailable: {path} is corrupt (sha256 {wrong} does not match {expected} in its name); delete it to "
+        f"download it again, or copy {url} there"
+    )
+
+
 def ensure_backbone(net: LpipsNet, announce: Callable[[str], object] = print) -> str | None:
     """Make sure ``net``'s weights are in the hub cache, downloading them when allowed.
 
@@ -135,7 +164,10 @@ def ensure_backbone(net: LpipsNet, announce: Callable[[str], object] = print) ->
     """
     path, url = backbone_weights_path(net), backbone_url(net)
     if path.is_file():
-        return None
+        reason = check_cached(net, path, url)
+        if reason is not None:
+            announce(f"LPIPS: {reason}")
+        return reason
     if not download_enabled():
         return f"unavailable: {net} weights not in torch hub cache ({path}); downloads are off ({SWITCH}=0): copy {url} there"
     announce(

@@ -6,6 +6,8 @@ No real ImageNet weights are available offline, so the wiring is checked with a 
 
 from __future__ import annotations
 
+import hashlib
+import io
 import socket
 import warnings
 from pathlib import Path
@@ -14,7 +16,7 @@ import lpips
 import pytest
 import torch
 
-from pointrix_lite.metrics import LPIPS, backbone_weights_path
+from pointrix_lite.metrics import LPIPS, backbone_download, backbone_weights_path
 from tests.model.helpers import make_model, make_view
 
 
@@ -101,9 +103,15 @@ def test_cached_backbone_is_loaded_into_lpips(empty_hub, no_network, monkeypatch
     # A stand-in cache file in torchvision's format (features only, to keep it small).
     tv = torchvision.models.alexnet(weights=None)
     state = {f"features.{k}": v for k, v in tv.features.state_dict().items()}
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    # Named as torch.hub names it, with its own sha256 prefix: the cache check hashes it on load.
+    name = f"alexnet-owt-{hashlib.sha256(buf.getvalue()).hexdigest()[:8]}.pth"
+    monkeypatch.setattr(backbone_download, "backbone_url", lambda net: f"https://example.invalid/models/{name}")
     path = backbone_weights_path("alex")
+    assert path.name == name
     path.parent.mkdir(parents=True)
-    torch.save(state, path)
+    path.write_bytes(buf.getvalue())
 
     metric = LPIPS("alex")
     assert metric.available

@@ -235,3 +235,25 @@ def test_lpips_net_is_checked_with_its_key(hub) -> None:
         GaussianModel.Config(lpips_net="squeeze")
     with pytest.raises(ConfigError, match=r"^lpips_net: expected one of 'vgg', 'alex', got 'squeeze'$"):
         LPIPS("squeeze")  # type: ignore[arg-type]
+
+
+def test_a_corrupt_cached_file_is_the_reason_not_a_traceback(hub, server, weights, monkeypatch) -> None:
+    """A file under the right name whose bytes are not the weights (a cut copy, a disk error): checked on
+    load, never downloaded over silently, and the metric is None with a line saying what to do."""
+    data, _, name = weights
+    url = _serve(server, monkeypatch, name, data)
+    hub.mkdir(parents=True)
+    (hub / name).write_bytes(data[: len(data) // 2])
+    lines: list[str] = []
+    metric = LPIPS("alex", announce=lines.append)
+    assert not metric.available and server.requests == []
+    assert metric.reason.startswith(f"unavailable: {hub / name} is corrupt (sha256 ") and url in metric.reason
+    assert lines == [f"LPIPS: {metric.reason}"] and "\n" not in metric.reason
+    a, b = _images()
+    assert metric(a, b) is None
+    model = make_model(20, lpips_net="alex")
+    views = [make_view((a[i] * 255).round().to(torch.uint8), i) for i in range(2)]
+    metrics = model.get_metric_dict({"rgb": b}, views)
+    assert metrics["lpips"] is None and "corrupt" in model.metric_notes["lpips"]
+    (hub / name).unlink()  # the fix the line gives: delete it, and the next run downloads it
+    assert LPIPS("alex", announce=lines.append).available
