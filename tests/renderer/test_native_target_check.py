@@ -109,3 +109,31 @@ def _build_dir():
     from pathlib import Path
 
     return Path(_build.__file__).resolve().parent
+
+
+def test_a_remembered_failure_names_the_compilers_error_and_does_not_announce_a_build(monkeypatch, tmp_path) -> None:
+    """torch's build error ends with ninja's summary; the line kept is the compiler's first error, and a run
+    that will not try again (the failure is remembered) does not say "building ... (first run only)"."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu_check, "check_target", lambda arch: ("avx",))
+    monkeypatch.setattr(_build, "_compiler_version", lambda: "g++ 12.2")
+    log = (
+        "Error building extension 'x':\n[1/3] c++ -MMD -c rasterize.cpp\nFAILED: rasterize.o\n"
+        "rasterize.cpp:12:5: error: 'foo' was not declared in this scope\n   12 |     foo();\n"
+        "rasterize.cpp:20:1: error: expected ';'\nninja: build stopped: subcommand failed.\n"
+    )
+
+    def failing_load(load, name, flags, src_dir):
+        raise RuntimeError(log)
+
+    monkeypatch.setattr(_build, "_load", failing_load)
+    reason = _build._build_variant("x86-64-v3")
+    assert reason.endswith("RuntimeError: rasterize.cpp:12:5: error: 'foo' was not declared in this scope")
+    assert "ninja" not in reason
+    monkeypatch.setenv(_build.ARCH_ENV, "x86-64-v3")
+    monkeypatch.setattr(cpu_check, "target_flags", lambda arch: ("avx",))  # the flags the build above was keyed by
+    monkeypatch.setattr(_build, "_tried", False)
+    assert _build.build_pending() is False  # remembered: nothing will compile, so nothing to announce
+    for f in tmp_path.rglob("build_failed.txt"):
+        f.unlink()
+    assert _build.build_pending() is True  # forgotten: the next run builds, and says so first

@@ -82,8 +82,11 @@ def _source_tag(src_dir: Path) -> str:
 
 
 def _short(exc: BaseException) -> str:
-    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-    return f"{type(exc).__name__}: {lines[-1] if lines else ''}"[:500]
+    """One line for a failed build: the compiler's first ``error:`` line when the log has one (a failed
+    compile ends with ninja's "build stopped: subcommand failed", which says nothing), else the last line."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "error:" in ln and not ln.startswith("ninja:")]
+    return f"{type(exc).__name__}: {errors[0] if errors else lines[-1] if lines else ''}"[:500]
 
 
 def _disabled() -> bool:
@@ -199,6 +202,8 @@ def build_pending() -> bool:
             name = arch_module_name(src_dir, arch, target_flags(arch))
         # torch's own rule for the folder (TORCH_EXTENSIONS_DIR, else a per-python/accelerator
         # folder under ~/.cache/torch_extensions); private, hence the broad except below
+        if _remembered_failure(name) is not None:
+            return False  # it will not try: the failure is remembered for this compiler (said instead)
         library = Path(_cpp_extension()._get_build_directory(name, False)) / f"{name}.so"
         if not library.exists():
             return True
