@@ -27,7 +27,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--runs", type=Path, help="the blocks' runs (default: runs/ beside the manifest, as train_blocks.py)"
     )
+    p.add_argument("--overwrite", action="store_true", help="replace a merged model already in --out")
     return p
+
+
+def check_out(out: Path, runs: Path, partition: Path, overwrite: bool) -> None:
+    """Refuse an output inside the blocks' runs or the partition (a later merge or train_blocks.py would take
+    the merged PLY for a block's), and an earlier merge there unless ``overwrite``."""
+    from ..errors import ConfigError
+
+    target = out.resolve()
+    for inside, what in ((runs, "the blocks' runs"), (partition, "the partition")):
+        if target == inside or inside in target.parents:
+            raise ConfigError(
+                f"--out {out}: inside {what} ({inside}), where the merged PLY would be read as a block's; "
+                "choose a folder outside it"
+            )
+    if (out / "point_cloud.ply").exists() and not overwrite:
+        raise ConfigError(f"--out {out}: holds a merged model already; pass --overwrite to replace it")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
     manifest = load_manifest(args.manifest)
     runs = (args.runs or manifest.root / "runs").resolve()
+    check_out(args.out, runs, manifest.root.resolve(), args.overwrite)
     start = time.perf_counter()
     print(f"merge: {len(manifest.blocks)} blocks from {runs}")
     ply, counts = merge_blocks(manifest, runs, args.out)

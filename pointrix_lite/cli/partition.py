@@ -17,6 +17,12 @@ from .common import OneLineErrorParser, run_command
 EXAMPLES = "example: partition.py --scene data/city --out data/city_blocks --grid 4x4 --margin 0.15"
 
 
+# Each block is a training run with its own views and folder: past a few hundred, blocks hold a handful of
+# views each and the manifest, status files and merge grow without a model that could use them.
+MAX_BLOCKS = 1024
+MAX_BLOCKS_WHY = "each block is a whole training run; split into fewer, larger blocks"
+
+
 def _grid(text: str) -> tuple[int, int]:
     try:
         nx, ny = (int(v) for v in text.lower().split("x"))
@@ -24,6 +30,8 @@ def _grid(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(f"expected NxM (e.g. 2x2), got {text!r}") from None
     if nx < 1 or ny < 1:
         raise argparse.ArgumentTypeError(f"both counts must be >= 1, got {text!r}")
+    if nx * ny > MAX_BLOCKS:
+        raise argparse.ArgumentTypeError(f"{nx * ny:,} blocks; at most {MAX_BLOCKS} ({MAX_BLOCKS_WHY})")
     return nx, ny
 
 
@@ -79,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--margin: must be in [0, 1), got {args.margin}")
     if not 0 < args.min_share <= 1:
         raise ConfigError(f"--min-share: must be in (0, 1], got {args.min_share}")
-    if args.kd is not None and args.kd < 1:
-        raise ConfigError(f"--kd: must be >= 1, got {args.kd}")
+    if args.kd is not None and not 1 <= args.kd <= MAX_BLOCKS:
+        raise ConfigError(f"--kd: must be in 1 .. {MAX_BLOCKS} ({MAX_BLOCKS_WHY}), got {args.kd}")
     if args.test_every < 0:
         raise ConfigError(f"--test-every: must be >= 0, got {args.test_every}")
     opts = SplitOptions(

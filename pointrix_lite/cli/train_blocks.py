@@ -63,11 +63,12 @@ def _selected(manifest, only: list[str] | None) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..engine.run_folder import clear_run
     from ..errors import ConfigError
-    from ..partition.manifest import load_manifest
+    from ..partition.manifest import block_digest, load_manifest
     from ..partition.ranks import all_succeeded, find_placement, open_meeting, threads_per_process
     from ..partition.runner import BlockJob, child_env, has_checkpoint, run_block, train_command
-    from ..partition.status import read_status
+    from ..partition.status import read_status, stale_reason
 
     manifest = load_manifest(args.manifest)
     if not args.config.is_file():
@@ -78,7 +79,9 @@ def run(args: argparse.Namespace) -> int:
     runs = (args.runs or manifest.root / "runs").resolve()
     blocks = _selected(manifest, args.only)
     mine = blocks[where.rank :: where.world]
-    jobs = [BlockJob(b.name, manifest.block_dir(b).resolve(), runs / b.name, runs) for b in mine]
+    jobs = [
+        BlockJob(b.name, manifest.block_dir(b).resolve(), runs / b.name, runs, block_digest(manifest, b)) for b in mine
+    ]
     for job in jobs:
         if not (job.data / "sparse").is_dir():
             raise ConfigError(f"{job.data}: block folder missing or without sparse/ (rerun partition.py)")
@@ -87,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
                 f"{job.exp_dir}: holds a run of {job.name} already; pass --resume to continue it "
                 "or --overwrite to start again"
             )
+        stale = stale_reason(read_status(runs, job.name), job.partition, job.exp_dir, job.name, manifest.path)
+        if args.resume and stale is not None and has_checkpoint(job.exp_dir):
+            raise ConfigError(stale)
     threads = threads_per_process(where.local_world, args.threads)
     # torchrun (when another node fails) and schedulers stop a job with SIGTERM: treat it as Ctrl-C, so
     # the running training is told to save a checkpoint instead of being orphaned.
@@ -100,12 +106,15 @@ def run(args: argparse.Namespace) -> int:
     ok = True
     for job, block in zip(jobs, mine, strict=True):
         previous = read_status(runs, job.name)
-        if args.resume and previous is not None and previous.state == "done" and job.ply.is_file():
+        fresh = stale_reason(previous, job.partition, job.exp_dir, job.name, manifest.path) is None
+        if args.resume and fresh and previous is not None and previous.state == "done" and job.ply.is_file():
             say(f"{job.name}: done already ({previous.seconds:.1f} s), skipped")
             continue
         if args.overwrite:
             shutil.rmtree(job.exp_dir, ignore_errors=True)
         resume = args.resume and has_checkpoint(job.exp_dir)
+        if not resume and job.exp_dir.exists():  # nothing to continue (no checkpoint): train.py starts it anew
+            clear_run(job.exp_dir)
         command = train_command(job, args.config.resolve(), args.overrides, args.plugin, resume)
         say(
             f"{job.name}: {'resuming' if resume else 'training'} {len(block.views)} views, {block.n_points:,} points "
@@ -159,10 +168,11 @@ def summary(manifest, blocks: list, runs: Path, args: argparse.Namespace, whole_
         lines.append(f"rerun: {shlex.join([*again, '--only', ','.join(missing), '--resume'])}")
     else:
         when = "" if whole_job else " (once every task has finished)"
-        lines.append(
-            f"next{when}: {sys.executable} scripts/merge_blocks.py --manifest {manifest.path} --runs {runs} "
-            f"--out {manifest.root / 'merged'}"
-        )
+        merged = (
+            manifest.root.parent / f"{manifest.root.name}_merged"
+        )  # outside the partition: merge_blocks.py says why
+        merge = [sys.executable, "scripts/merge_blocks.py", "--manifest", str(manifest.path), "--runs", str(runs)]
+        lines.append(f"next{when}: {shlex.join([*merge, '--out', str(merged)])}")
     return "\n".join(lines)
 
 

@@ -7,7 +7,9 @@ the scene's path is absolute (it stays where it is). Cell and margin bounds are 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from .cells import Rect
 
 VERSION = 1
 NAME = "manifest.json"
+BLOCK_NAME = re.compile(r"block_\d{3,}")  # what split.py names blocks; anything else is hand-made
 
 
 @dataclass
@@ -90,6 +93,62 @@ def _rect(values: Any, where: str) -> Rect:
     return Rect.from_list(values)
 
 
+def _check_blocks(path: Path, blocks: list[Block]) -> None:
+    """Names that are this partition's own (they become folder names: ``../victim`` must never be one),
+    folders inside the manifest's folder, each name once, and cells that tile the plane."""
+    seen = set()
+    for i, b in enumerate(blocks):
+        if not BLOCK_NAME.fullmatch(b.name) or b.folder != f"blocks/{b.name}":
+            raise DataError(
+                f"{path}: blocks[{i}] is named {b.name!r} in folder {b.folder!r}; a partition's blocks are "
+                "block_NNN in blocks/block_NNN (rewrite it with scripts/partition.py)"
+            )
+        if b.name in seen:
+            raise DataError(f"{path}: block {b.name} is listed twice; the merge would hold its Gaussians twice")
+        seen.add(b.name)
+    gap, overlap = tiling_problem([b.cell for b in blocks])
+    if gap is not None:
+        raise DataError(f"{path}: no block's cell covers ground point {gap}; a block was removed from the manifest?")
+    if overlap is not None:
+        a, b = overlap
+        raise DataError(
+            f"{path}: the cells of {blocks[a].name} and {blocks[b].name} overlap; each point needs one block"
+        )
+
+
+def tiling_problem(cells: list[Rect]) -> tuple[tuple[float, float] | None, tuple[int, int] | None]:
+    """A ground point no cell covers, or two cells that share a point (None, None when they tile the plane).
+
+    Exact for axis-aligned cells: between consecutive bounds nothing changes, so one point per slab of the
+    bounds' grid (and beyond the outermost bounds) decides."""
+
+    def probes(values: set[float]) -> list[float]:
+        v = sorted(values)
+        if not v:
+            return [0.0]
+        return [v[0] - 1.0, *((a + b) / 2 for a, b in zip(v, v[1:])), v[-1] + 1.0]
+
+    xs = probes({x for c in cells for x in (c.x0, c.x1) if x is not None})
+    ys = probes({y for c in cells for y in (c.y0, c.y1) if y is not None})
+    xy = np.array([(x, y) for x in xs for y in ys])
+    inside = np.stack([c.contains(xy) for c in cells])  # [cells, probes]
+    counts = inside.sum(axis=0)
+    if (counts == 0).any():
+        x, y = xy[int(np.argmax(counts == 0))]
+        return (round(float(x), 3), round(float(y), 3)), None
+    if (counts > 1).any():
+        both = np.flatnonzero(inside[:, int(np.argmax(counts > 1))])
+        return None, (int(both[0]), int(both[1]))
+    return None, None
+
+
+def block_digest(manifest: Manifest, block: Block) -> str:
+    """What a block's training depends on in the partition (scene, frame, cell, margin, views): recorded in
+    its status, so a run trained on an earlier partition is never taken for this one's."""
+    key = [manifest.scene, manifest.rotation, block.name, block.cell.as_list(), block.margin.as_list(), block.views]
+    return hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def load_manifest(path: Path) -> Manifest:
     """Read and check ``path`` (a manifest file, or a folder holding ``manifest.json``)."""
     path = path / NAME if path.is_dir() else path
@@ -119,6 +178,7 @@ def load_manifest(path: Path) -> Manifest:
         )
     if not blocks:
         raise DataError(f"{path}: the manifest lists no blocks")
+    _check_blocks(path, blocks)
     where = str(path)
     rotation = _need(data, "rotation", list, where)
     if np.asarray(rotation, dtype=float).shape != (3, 3):

@@ -21,9 +21,9 @@ import torch
 
 from ..errors import DataError
 from ..io.atomic import atomic_write_text as write_text
-from .manifest import Block, Manifest
+from .manifest import Block, Manifest, block_digest
 from .runner import PLY_NAME
-from .status import read_status
+from .status import read_status, stale_reason
 
 
 @dataclass
@@ -45,6 +45,9 @@ def block_ply(runs: Path, block: Block, manifest: Manifest) -> Path:
         )
     if not ply.is_file():
         raise DataError(f"{ply}: {block.name} has no trained model (train it with scripts/train_blocks.py)")
+    stale = stale_reason(status, block_digest(manifest, block), runs / block.name, block.name, manifest.path)
+    if stale is not None:  # a finished run, of the partition before a re-partition
+        raise DataError(stale)
     return ply
 
 

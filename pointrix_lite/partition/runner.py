@@ -55,6 +55,7 @@ class BlockJob:
     data: Path  # the block's COLMAP folder
     exp_dir: Path  # its experiment folder
     runs: Path  # where status/ and logs/ are
+    partition: str = ""  # manifest.block_digest: written into the block's status
 
     @property
     def log(self) -> Path:
@@ -119,6 +120,7 @@ def run_block(job: BlockJob, command: list[str], env: dict[str, str], rank: int)
     status = BlockStatus(
         job.name, "running", str(job.log), str(job.exp_dir), command, rank, socket.gethostname(), time.time()
     )
+    status.partition = job.partition
     write_status(job.runs, status)
     start = time.perf_counter()
     with open(job.log, "a", encoding="utf-8") as log:

@@ -8,7 +8,9 @@ any block, and the merged model is scored against the whole scene with the same 
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,13 +63,27 @@ def held_out(names: list[str], test_every: int) -> set[str]:
     return {n for i, n in enumerate(sorted(names)) if test_every > 0 and i % test_every == 0}
 
 
-def _prepare_out(out: Path, overwrite: bool) -> None:
-    if (out / NAME).exists() or (out / "blocks").exists():
-        if not overwrite:
-            raise ConfigError(f"--out {out}: holds a partition already (pass --overwrite to replace it)")
-        shutil.rmtree(out / "blocks", ignore_errors=True)
-        (out / NAME).unlink(missing_ok=True)
+def _prepare_out(out: Path, overwrite: bool) -> Path:
+    """Refuse an existing partition without ``overwrite``; the empty folder the new one is written into.
+
+    The old partition stays whole until the new one is complete (:func:`_swap_in`): a new one that fails
+    validation or writing (a cell with no point, a full disk) leaves the old manifest and blocks as they were."""
+    if ((out / NAME).exists() or (out / "blocks").exists()) and not overwrite:
+        raise ConfigError(f"--out {out}: holds a partition already (pass --overwrite to replace it)")
     out.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=".partition.new-", dir=out))
+
+
+def _swap_in(stage: Path, out: Path) -> None:
+    """Replace ``out``'s blocks and manifest by ``stage``'s, then remove the old ones."""
+    old = Path(tempfile.mkdtemp(prefix=".partition.old-", dir=out))
+    for name in ("blocks", NAME):
+        if (out / name).exists():
+            os.rename(out / name, old / name)
+    for name in ("blocks", NAME):
+        os.rename(stage / name, out / name)
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(stage, ignore_errors=True)
 
 
 def split_scene(scene: Path, out: Path, opts: SplitOptions, say: Callable[[str], None] = print) -> Manifest:
@@ -84,8 +100,21 @@ def split_scene(scene: Path, out: Path, opts: SplitOptions, say: Callable[[str],
     train_ids = sorted((i for i, im in model.images.items() if im.name not in test), key=lambda i: model.images[i].name)
     if not train_ids:
         raise DataError(f"{model.files['images']}: no training views (test_every={opts.test_every})")
-    _prepare_out(out, opts.overwrite)
+    stage = _prepare_out(out, opts.overwrite)
+    try:
+        manifest = _write_partition(scene, stage, model, train_ids, test, opts, say)
+    except BaseException:  # the old partition stands as it was
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    _swap_in(stage, out)
+    manifest.path = out / NAME
+    return manifest
 
+
+def _write_partition(
+    scene: Path, out: Path, model: Any, train_ids: list[int], test: set[str], opts: SplitOptions, say: Callable
+) -> Manifest:
+    """Everything after the inputs are read: cells, views, block folders and the manifest, into ``out``."""
     views = [pinhole_view(model.images[i], model.cameras[model.images[i].camera_id]) for i in train_ids]
     Rs, ts = np.stack([v.R for v in views]), np.stack([v.t for v in views])
     frame = find_frame(model.xyz, Rs, ts, opts.up)

@@ -31,6 +31,7 @@ class BlockStatus:
     peak_rss_bytes: int = 0
     returncode: int | None = None
     message: str = ""  # why it failed, one line
+    partition: str = ""  # manifest.block_digest of the block it trained ("" from builds before it was kept)
 
 
 def status_path(runs: Path, block: str) -> Path:
@@ -39,6 +40,17 @@ def status_path(runs: Path, block: str) -> Path:
 
 def write_status(runs: Path, status: BlockStatus) -> None:
     write_text(status_path(runs, status.block), json.dumps(asdict(status), indent=1) + "\n")
+
+
+def stale_reason(status: BlockStatus | None, digest: str, exp_dir: Path, block: str, manifest: Path) -> str | None:
+    """Why ``block``'s earlier run cannot be taken as a run of the partition whose block digest is ``digest``
+    (re-partitioned since), naming the fix; None when it matches or there was no run."""
+    if status is None or status.partition == digest:
+        return None
+    return (
+        f"{block}: its run in {exp_dir} was trained on another partition of the scene (re-partitioned since); "
+        f"train it again: scripts/train_blocks.py --manifest {manifest} --config X --only {block} --overwrite"
+    )
 
 
 def read_status(runs: Path, block: str) -> BlockStatus | None:
