@@ -63,7 +63,7 @@ def environment(tree: Path, extra: dict[str, str] | None = None) -> dict[str, st
     """This process's environment plus ``extra``, naming ``tree`` as the code under test.
 
     PYTHONPATH entries naming this checkout go: they must not shadow an older tree. Others stay
-    (scripts/gpu/check.sh puts its gsplat wheel there)."""
+    (a GPU machine may put its gsplat wheel there)."""
     env = dict(os.environ, **(extra or {}), **{ROOT_ENV: str(tree)})
     here = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != REPO]
     if here:
