@@ -28,6 +28,13 @@ def num_sh_bases(sh_degree: int) -> int:
 MAX_SH_DEGREE = 4  # the highest degree gsplat (and both CPU backends) evaluate
 
 
+LPIPS_KEYS = {  # lpips_net -> (metrics key, backbone) pairs
+    "both": (("lpips", "alex"), ("lpips_vgg", "vgg")),
+    "alex": (("lpips", "alex"),),
+    "vgg": (("lpips_vgg", "vgg"),),
+}
+
+
 def check_model_config(cfg: Any) -> None:
     """Reject values that would crash later (possibly hours into a run) with a one-line ConfigError."""
 
@@ -57,8 +64,8 @@ def check_model_config(cfg: Any) -> None:
     for name, value in vars(cfg.lr).items():
         if not value >= 0.0:
             bad(f"lr.{name}", f"must be >= 0, got {value}")
-    if cfg.lpips_net not in ("vgg", "alex"):  # YAML is checked against the Literal; a config built in Python is not
-        bad("lpips_net", f"expected one of 'vgg', 'alex', got {cfg.lpips_net!r}")
+    if cfg.lpips_net not in LPIPS_KEYS:  # YAML is checked against the Literal; a config built in Python is not
+        bad("lpips_net", f"expected one of 'both', 'alex', 'vgg', got {cfg.lpips_net!r}")
     from ..metrics.backbone_download import download_enabled
 
     download_enabled()  # a misspelt POINTRIX_LPIPS_DOWNLOAD fails now, not at the first validation
@@ -108,9 +115,10 @@ class GaussianModel(nn.Module):
         lr: LearningRates = field(default_factory=LearningRates)
         means_lr_final_factor: float = 0.01  # means lr decays exponentially to this fraction at max_steps
         ssim_lambda: float = 0.2  # loss = (1 - l) * L1 + l * (1 - SSIM)
-        # LPIPS backbone: vgg as the 3DGS paper; alex is what gsplat's simple_trainer, nerfstudio's
-        # splatfacto and nerfbaselines report as "lpips" (docs/usage.md, "metrics.json").
-        lpips_net: Literal["vgg", "alex"] = "vgg"
+        # LPIPS as published tables report it (docs/usage.md, "metrics.json"): "lpips" with AlexNet (gsplat's
+        # simple_trainer, splatfacto, nerfbaselines) and "lpips_vgg" with VGG (the 3DGS paper's backbone,
+        # nerfbaselines' Blender protocol), both on images scaled to [-1, 1]; "alex" or "vgg" computes one.
+        lpips_net: Literal["both", "alex", "vgg"] = "both"
 
         def __post_init__(self) -> None:
             # Runs when the config is loaded (before any data is read), not hours into training.
@@ -125,7 +133,7 @@ class GaussianModel(nn.Module):
         self._optimizer: torch.optim.Optimizer | None = None
         self._max_steps = 1
         self._means_lr_hold = 0  # steps before the means lr starts decaying (hold_means_lr)
-        self._lpips = None
+        self._lpips: dict[str, Any] = {}  # backbone -> metrics.LPIPS, built on the first evaluation
         init = self._initial_params(getattr(dataset, "point_cloud", None))
         # A list keeps gsplat's order (ParameterDict sorts the keys of a plain dict).
         self.params = nn.ParameterDict([(k, nn.Parameter(init[k])) for k in PARAM_NAMES])
@@ -229,8 +237,8 @@ class GaussianModel(nn.Module):
     def get_metric_dict(self, render_out: Mapping[str, Any], batch: list) -> dict[str, Tensor | None]:
         """PSNR, SSIM (scikit-image compatible) and LPIPS over the batch.
 
-        ``lpips`` is ``None`` when its backbone weights aren't cached (or the images are too small
-        for the backbone); ``metric_notes["lpips"]`` then says why. A number computed without
+        ``lpips`` (AlexNet) and ``lpips_vgg`` (VGG), each ``None`` when its backbone weights aren't cached
+        (or the images are too small for the backbone); ``metric_notes`` then says why under that key. A number computed without
         the real weights would mislead.
         """
         from ..metrics import LPIPS, psnr, ssim
@@ -238,11 +246,12 @@ class GaussianModel(nn.Module):
         rgb, gt = self._targets(render_out, batch)
         rgb = rgb.clamp(0.0, 1.0)
         out = {"psnr": psnr(rgb, gt), "ssim": ssim(rgb, gt, padding="valid")}
-        if self._lpips is None:
-            self._lpips = LPIPS(self.config.lpips_net)
-        out["lpips"] = self._lpips(rgb, gt)
-        if out["lpips"] is None:
-            self.metric_notes["lpips"] = self._lpips.last_reason
+        for key, net in LPIPS_KEYS[self.config.lpips_net]:
+            if net not in self._lpips:
+                self._lpips[net] = LPIPS(net)
+            out[key] = self._lpips[net](rgb, gt)
+            if out[key] is None:
+                self.metric_notes[key] = self._lpips[net].last_reason
         return out
 
     # ---------------------------------------------------------------- optimizer and schedule

@@ -57,8 +57,11 @@ def test_unavailable_returns_none_with_reason(empty_hub, no_network) -> None:
     rendered = {"rgb": b}
     views = [make_view((a[i] * 255).round().to(torch.uint8), i) for i in range(2)]
     metrics = model.get_metric_dict(rendered, views)
-    assert set(metrics) == {"psnr", "ssim", "lpips"} and metrics["lpips"] is None
-    assert model.metric_notes["lpips"] == metric.reason
+    # Both conventions, as papers report them: "lpips" AlexNet, "lpips_vgg" VGG; each None with its reason.
+    assert set(metrics) == {"psnr", "ssim", "lpips", "lpips_vgg"}
+    assert metrics["lpips"] is None and metrics["lpips_vgg"] is None
+    assert model.metric_notes["lpips_vgg"] == metric.reason
+    assert "alexnet-owt-7be5be79.pth" in model.metric_notes["lpips"]
 
 
 def test_random_backbone_identity_difference_and_gradient(no_network) -> None:

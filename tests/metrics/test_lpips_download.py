@@ -231,7 +231,7 @@ def test_a_misspelt_switch_is_a_one_line_config_error_at_config_load(hub, monkey
 
 
 def test_lpips_net_is_checked_with_its_key(hub) -> None:
-    with pytest.raises(ConfigError, match=r"^model\.lpips_net: expected one of 'vgg', 'alex', got 'squeeze'$"):
+    with pytest.raises(ConfigError, match=r"^model\.lpips_net: expected one of 'both', 'alex', 'vgg', got 'squeeze'$"):
         GaussianModel.Config(lpips_net="squeeze")
     with pytest.raises(ConfigError, match=r"^lpips_net: expected one of 'vgg', 'alex', got 'squeeze'$"):
         LPIPS("squeeze")  # type: ignore[arg-type]
