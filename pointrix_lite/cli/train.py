@@ -140,6 +140,8 @@ def check_earlier_run(args: argparse.Namespace, exp_dir: Path) -> None:
 
     if args.resume is not None and args.overwrite:
         raise ConfigError("--resume continues the run in exp_dir, --overwrite replaces it: pass one")
+    if os.environ.get("RANK", "0") != "0":
+        return  # under torchrun rank 0 decides: the others would see the config.yaml it has just written
     if args.resume is not None or args.overwrite or not earlier_run(exp_dir):
         return
     plugins = [a for p in args.plugin for a in ("--plugin", p)]
