@@ -89,11 +89,11 @@ def run(args: argparse.Namespace) -> int:
     # Under torchrun: join the process group; on CUDA each process takes the GPU of its LOCAL_RANK.
     device = distributed.init_from_env(resolve_device(cfg.device))
     main_process = distributed.is_main_process()
-    if main_process:
-        if args.overwrite:
-            from ..engine.run_folder import clear_run
+    if main_process and resume is None and not cfg.load_ckpt_before_run:
+        from ..engine.run_folder import RUN_OUTPUTS, SETUP_FILES, clear_run
 
-            clear_run(exp_dir)
+        # --overwrite: the earlier run goes; otherwise only what a run that never got going left behind
+        clear_run(exp_dir, () if not exp_dir.exists() else (RUN_OUTPUTS if args.overwrite else SETUP_FILES))
         check_output_dir(exp_dir)
         save_config(cfg, exp_dir)
     trainer = DefaultTrainer(cfg, exp_dir, device)

@@ -29,6 +29,7 @@ from . import checkpoint as ckpt_io
 from .build import build_scene
 from .experiment import ExperimentConfig, resolve_device
 from .hook_list import HookList
+from .state import RunState
 
 
 def as_device(device: str | torch.device) -> torch.device:
@@ -66,10 +67,8 @@ class Evaluator:
         # torchrun: cli/train.py joined the process group; see distributed.py and docs/distributed.md.
         self.rank, self.world_size = distributed.get_rank(), distributed.get_world_size()
         self.console = Console(highlight=False)
-        # Run state, read and written by hooks.
-        self.global_step = 0  # number of finished optimizer steps
-        self.epoch = 0  # number of finished passes over the training views
-        self.train_seconds = 0.0  # wall time inside the training loop, summed over resumes
+        # Run state (engine/state.py): step, epoch and seconds read by hooks through the properties below.
+        self.state = RunState()
         self.loss_dict: dict[str, Any] = {}  # loss terms of the last train step
         self.metric_dict: dict[str, float | None] = {}  # mean metrics of the last val/test
         self.view_metrics: dict[str, float | None] = {}  # metrics of the current val/test view
@@ -89,12 +88,40 @@ class Evaluator:
             self.register_hook(hook)
         progress.PHASES.add("setup", time.perf_counter() - setup_start)  # loading images included
 
-    def _announce(self, line: str) -> None:
+    def announce(self, line: str) -> None:
+        """Print one status line (plain text, not rich markup)."""
         self.console.print(line, markup=False)
 
     def _announce_main(self, line: str) -> None:
         if self.is_main_process:
-            self._announce(line)
+            self.announce(line)
+
+    @property
+    def global_step(self) -> int:
+        """Finished optimizer steps (``state.step``)."""
+        return self.state.step
+
+    @global_step.setter
+    def global_step(self, value: int) -> None:
+        self.state.step = value
+
+    @property
+    def epoch(self) -> int:
+        """Finished passes over the training views (``state.epoch``)."""
+        return self.state.epoch
+
+    @epoch.setter
+    def epoch(self, value: int) -> None:
+        self.state.epoch = value
+
+    @property
+    def train_seconds(self) -> float:
+        """Wall time inside the training loop, summed over resumes (``state.train_seconds``)."""
+        return self.state.train_seconds
+
+    @train_seconds.setter
+    def train_seconds(self, value: float) -> None:
+        self.state.train_seconds = value
 
     @property
     def is_main_process(self) -> bool:

@@ -19,6 +19,7 @@ import torch
 
 from .. import distributed
 from ..errors import DataError
+from .state import LoopTrainer
 
 
 def step_render_kw(model: Any, renderer: Any) -> dict[str, Any]:
@@ -35,7 +36,7 @@ def step_render_kw(model: Any, renderer: Any) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def graceful_sigint(trainer: Any) -> Iterator[None]:
+def graceful_sigint(trainer: LoopTrainer) -> Iterator[None]:
     """First Ctrl-C: finish the current step, then stop (so the checkpoint is consistent).
 
     A second Ctrl-C interrupts immediately (the default behaviour), for a step that hangs.
@@ -45,9 +46,9 @@ def graceful_sigint(trainer: Any) -> Iterator[None]:
         return
 
     def handler(signum: int, frame: Any) -> None:
-        if trainer._stop_requested:
+        if trainer.state.stop_requested:
             raise KeyboardInterrupt
-        trainer._stop_requested = True
+        trainer.state.stop_requested = True
         if trainer.is_main_process:  # under torchrun every rank gets the signal; say it once
             trainer.console.print("\nCtrl-C: stopping after this step (press again to stop now)", markup=False)
 
@@ -58,7 +59,7 @@ def graceful_sigint(trainer: Any) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def train_loop(trainer: Any) -> None:
+def train_loop(trainer: LoopTrainer) -> None:
     """Train until ``trainer.max_steps``; validate every ``trainer.val_interval`` steps; then the
     ``after_train`` site (the export end phase)."""
     cfg = trainer.cfg.trainer
@@ -82,7 +83,7 @@ def train_loop(trainer: Any) -> None:
                     if cfg.val_interval > 0 and trainer.global_step % cfg.val_interval == 0 and trainer.is_main_process:
                         trainer.validation()
                     # Ranks must stop at the same step: a Ctrl-C may reach them at different times.
-                    if distributed.any_rank(trainer._stop_requested):
+                    if distributed.any_rank(trainer.state.stop_requested):
                         raise KeyboardInterrupt
                     if trainer.global_step >= cfg.max_steps:
                         break
@@ -95,12 +96,12 @@ def train_loop(trainer: Any) -> None:
         trainer.train_seconds += time.perf_counter() - start
     # Training is finished from here on: a Ctrl-C in the export keeps the steps trained, and a
     # resumed run at this step skips the export once it is recorded.
-    trainer._phase = "export"
+    trainer.state.phase = "export"
     with trainer.end_phases.record("export", trainer.global_step):
         trainer.call_hook("after_train")
 
 
-def train_step(trainer: Any, batch: list) -> dict[str, Any]:
+def train_step(trainer: LoopTrainer, batch: list) -> dict[str, Any]:
     """One optimizer step on ``batch`` (a list of View). Returns the loss terms.
 
     Order follows gsplat's simple_trainer: the optimizer steps *before* the strategy's
@@ -112,7 +113,7 @@ def train_step(trainer: Any, batch: list) -> dict[str, Any]:
     if hasattr(model, "update_learning_rate"):
         model.update_learning_rate(step)  # lr used *for* this step (3DGS convention)
     render_out = trainer.renderer(
-        model, [v.camera for v in batch], trainer.dataset.background, **trainer._step_render_kw
+        model, [v.camera for v in batch], trainer.dataset.background, **trainer.step_render_kw
     )
     render_out["views"] = batch  # what was rendered, for strategies that score the step's error
     trainer.render_out = render_out

@@ -14,6 +14,7 @@ from typing import Any
 
 from . import checkpoint as ckpt_io
 from .end_phases import EndPhases
+from .state import LoopTrainer
 
 
 class TrainingInterrupted(Exception):
@@ -31,7 +32,7 @@ class TrainingInterrupted(Exception):
         self.phase = phase
 
 
-def run(trainer: Any, resume_from: str | Path | None = None) -> None:
+def run(trainer: LoopTrainer, resume_from: str | Path | None = None) -> None:
     """before_run -> (load checkpoint) -> train_loop -> test -> report -> after_run; writers closed at the end.
 
     Raises:
@@ -50,7 +51,7 @@ def run(trainer: Any, resume_from: str | Path | None = None) -> None:
         finished = trainer.global_step >= trainer.cfg.trainer.max_steps
         if not (to_load and finished):  # this run trains: a record left in exp_dir is of another model
             trainer.end_phases.forget()
-        trainer._phase = "training"
+        trainer.state.phase = "training"
         try:
             if _end_phase_due(trainer, "export"):
                 trainer.train_loop()
@@ -59,7 +60,7 @@ def run(trainer: Any, resume_from: str | Path | None = None) -> None:
             if main and _end_phase_due(trainer, "report"):
                 _end_phase(trainer, "report", trainer.write_report)
         except KeyboardInterrupt:
-            raise TrainingInterrupted(trainer.global_step, _checkpoint_at_step(trainer), trainer._phase) from None
+            raise TrainingInterrupted(trainer.global_step, _checkpoint_at_step(trainer), trainer.state.phase) from None
         trainer.call_hook("after_run")
     except BaseException:
         # The error that stopped the run matters more than a failed flush (on a full disk the
@@ -70,26 +71,24 @@ def run(trainer: Any, resume_from: str | Path | None = None) -> None:
     trainer.writer.close()
 
 
-def _end_phase(trainer: Any, name: str, body: Any) -> None:
-    trainer._phase = name
+def _end_phase(trainer: LoopTrainer, name: str, body: Any) -> None:
+    trainer.state.phase = name
     with trainer.end_phases.record(name, trainer.global_step):
         body()
 
 
-def _end_phase_due(trainer: Any, name: str) -> bool:
+def _end_phase_due(trainer: LoopTrainer, name: str) -> bool:
     """False for an end phase a resumed run already finished at this step (one line says so)."""
     if not trainer.end_phases.done(name, trainer.global_step):
         return True
     if trainer.is_main_process:
         kept = trainer.end_phases.files(name)
         shown = ", ".join(kept[:3]) + (f" and {len(kept) - 3} more" if len(kept) > 3 else "")
-        trainer._announce(
-            f"{name}: done at step {trainer.global_step} before this resume, kept ({shown or 'no files'})"
-        )
+        trainer.announce(f"{name}: done at step {trainer.global_step} before this resume, kept ({shown or 'no files'})")
     return False
 
 
-def _checkpoint_at_step(trainer: Any) -> Path:
+def _checkpoint_at_step(trainer: LoopTrainer) -> Path:
     """The checkpoint of ``global_step``: the latest one when it is of this step, else saved now."""
     latest = ckpt_io.find_latest(trainer.exp_dir)
     if latest is not None and latest.name == ckpt_io.checkpoint_name(trainer.global_step):

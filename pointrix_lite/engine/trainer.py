@@ -72,8 +72,6 @@ class DefaultTrainer(Evaluator):
         device: str | torch.device = "auto",
         datapipeline_factory: DataPipelineFactory | None = None,
     ) -> None:
-        self._stop_requested = False
-        self._phase = "training"  # or the end phase running (export, test, report): the Ctrl-C message names it
         # Replaced in run(); a caller that drives train_loop()/test() itself records nothing.
         self.end_phases = EndPhases(Path(exp_dir), write=False)
         self._datapipeline_factory = datapipeline_factory or default_datapipeline
@@ -81,7 +79,7 @@ class DefaultTrainer(Evaluator):
         setup_start = time.perf_counter()  # the scene's setup time is counted by Evaluator
         distributed.broadcast_params(dict(self.model.named_parameters()))  # every rank starts from rank 0's model
         self.optimizer = self._create_optimizer()
-        self._step_render_kw = loop.step_render_kw(self.model, self.renderer)
+        self.step_render_kw = loop.step_render_kw(self.model, self.renderer)
         self.strategy = self._build_strategy()
         # Only rank 0 writes: other ranks get an empty group, so hooks can write unconditionally.
         writer_cfgs = cfg.writers if self.is_main_process else []

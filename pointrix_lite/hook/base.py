@@ -34,6 +34,9 @@ class TrainerLike(Protocol):
     device: Any  # torch.device
     exp_dir: Path
     global_step: int
+    epoch: int
+    train_seconds: float
+    state: Any  # engine.state.RunState: step, epoch, seconds, stop request, phase
     effective_batch_size: int
     max_steps: int
     is_main_process: bool
@@ -48,6 +51,7 @@ class TrainerLike(Protocol):
 
     def save_checkpoint(self, *args: Any, **kwargs: Any) -> Any: ...
     def register_hook(self, hook: Any) -> None: ...
+    def announce(self, line: str) -> None: ...
 
 
 # The single source of truth for hook sites, in run order. The trainer, the hook table and the

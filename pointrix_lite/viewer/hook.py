@@ -114,7 +114,9 @@ class ViewerHook(Hook):
             print(
                 f"viewer: training paused at step {self.trainer.global_step} (Resume in the browser)", file=sys.stderr
             )
-            self.gate.wait_while_paused(lambda: bool(getattr(self.trainer, "_stop_requested", False)))
+            self.gate.wait_while_paused(
+                lambda: bool(getattr(getattr(self.trainer, "state", None), "stop_requested", False))
+            )
 
     def _release(self) -> None:
         if self._in_step:

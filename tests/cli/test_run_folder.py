@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.engine.engine_helpers import TOY_PLUGIN, toy_raw_config
@@ -106,3 +107,23 @@ def test_seed_and_name_out_of_bounds_are_one_line(tmp_path):
     ):
         proc = train("--config", str(config), override)
         assert proc.returncode == 2 and proc.stderr.strip() == f"error: {message}", proc.stderr
+
+
+def test_what_counts_as_a_run_and_what_overwrite_may_remove(tmp_path):
+    from pointrix_lite.engine.run_folder import RUN_OUTPUTS, SETUP_FILES, clear_run, earlier_run
+    from pointrix_lite.errors import ConfigError
+
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    for name in ("config.yaml", "log.jsonl", "notes.txt"):
+        (exp / name).write_text("x")
+    assert earlier_run(exp) == []  # a run that stopped in its set-up: nothing to keep or resume
+    clear_run(exp, SETUP_FILES)
+    assert sorted(p.name for p in exp.iterdir()) == ["notes.txt"]
+    (exp / "checkpoints").mkdir()
+    (exp / "checkpoints" / "step_000010.pth").write_bytes(b"x")
+    assert earlier_run(exp) == [exp / "checkpoints" / "step_000010.pth"]  # even without latest.txt
+    (exp / "sparse").mkdir()  # exp_dir pointed at a data set: its images/ are photos, never a writer's
+    with pytest.raises(ConfigError, match="holds a data set"):
+        clear_run(exp, RUN_OUTPUTS)
+    assert (exp / "checkpoints" / "step_000010.pth").exists()

@@ -103,6 +103,6 @@ def stop_after(step: int) -> Any:
     class StopAfter(Hook):
         def after_train_iter(self, batch_idx: int, batch: list) -> None:
             if self.trainer.global_step == step:
-                self.trainer._stop_requested = True
+                self.trainer.state.stop_requested = True
 
     return StopAfter()
