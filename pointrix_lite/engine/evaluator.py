@@ -29,7 +29,7 @@ from . import checkpoint as ckpt_io
 from .build import build_scene
 from .experiment import ExperimentConfig, resolve_device
 from .hook_list import HookList
-from .state import RunState
+from .state import RunState, StateAttributes
 
 
 def as_device(device: str | torch.device) -> torch.device:
@@ -37,7 +37,7 @@ def as_device(device: str | torch.device) -> torch.device:
     return device if isinstance(device, torch.device) else torch.device(resolve_device(str(device)))
 
 
-class Evaluator:
+class Evaluator(StateAttributes):
     """Scores a model on the val/test views of its data set, calling the hooks' val/test sites.
 
     Args:
@@ -95,33 +95,6 @@ class Evaluator:
     def _announce_main(self, line: str) -> None:
         if self.is_main_process:
             self.announce(line)
-
-    @property
-    def global_step(self) -> int:
-        """Finished optimizer steps (``state.step``)."""
-        return self.state.step
-
-    @global_step.setter
-    def global_step(self, value: int) -> None:
-        self.state.step = value
-
-    @property
-    def epoch(self) -> int:
-        """Finished passes over the training views (``state.epoch``)."""
-        return self.state.epoch
-
-    @epoch.setter
-    def epoch(self, value: int) -> None:
-        self.state.epoch = value
-
-    @property
-    def train_seconds(self) -> float:
-        """Wall time inside the training loop, summed over resumes (``state.train_seconds``)."""
-        return self.state.train_seconds
-
-    @train_seconds.setter
-    def train_seconds(self, value: float) -> None:
-        self.state.train_seconds = value
 
     @property
     def is_main_process(self) -> bool:

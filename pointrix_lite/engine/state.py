@@ -33,6 +33,29 @@ class RunState:
     phase: str = "training"
 
 
+class _StateField:
+    """A trainer attribute that reads and writes one field of ``self.state``."""
+
+    def __init__(self, field: str, doc: str) -> None:
+        self.field, self.__doc__ = field, doc
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else getattr(obj.state, self.field)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        setattr(obj.state, self.field, value)
+
+
+class StateAttributes:
+    """``global_step``, ``epoch`` and ``train_seconds`` as views of ``self.state`` (a :class:`RunState`):
+    the names hooks, checkpoints and user code have always read, with one state behind them."""
+
+    state: RunState
+    global_step = _StateField("step", "Finished optimizer steps.")
+    epoch = _StateField("epoch", "Finished passes over the training views.")
+    train_seconds = _StateField("train_seconds", "Wall time inside the training loop, summed over resumes.")
+
+
 class LoopTrainer(Protocol):
     """What ``loop.train_loop`` / ``loop.train_step`` and ``run.run`` use of a trainer
     (``DefaultTrainer`` provides it all)."""

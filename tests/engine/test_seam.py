@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from pointrix_lite.engine import loop
-from pointrix_lite.engine.state import LoopTrainer, RunState
+from pointrix_lite.engine.state import LoopTrainer, RunState, StateAttributes
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pointrix_lite"
 
 
-class DoubleTrainer:
+class DoubleTrainer(StateAttributes):
     """The protocol's attributes and methods, recording what the loop does."""
 
     def __init__(self, max_steps: int, batches: list[list[str]], stop_at: int | None = None) -> None:
@@ -30,30 +30,6 @@ class DoubleTrainer:
         self.end_phases = SimpleNamespace(record=lambda name, step: contextlib.nullcontext())
         self.calls: list[str] = []
         self.stop_at = stop_at
-
-    @property
-    def global_step(self) -> int:
-        return self.state.step
-
-    @global_step.setter
-    def global_step(self, value: int) -> None:
-        self.state.step = value
-
-    @property
-    def epoch(self) -> int:
-        return self.state.epoch
-
-    @epoch.setter
-    def epoch(self, value: int) -> None:
-        self.state.epoch = value
-
-    @property
-    def train_seconds(self) -> float:
-        return self.state.train_seconds
-
-    @train_seconds.setter
-    def train_seconds(self, value: float) -> None:
-        self.state.train_seconds = value
 
     def call_hook(self, site: str, **kwargs: Any) -> None:
         self.calls.append(site if "batch" not in kwargs else f"{site}:{kwargs['batch'][0]}")
