@@ -36,6 +36,7 @@ from pathlib import Path
 from benchmarks._common import REPO, fresh_run, parser
 from benchmarks.results import Table, record
 
+RECORDS_ITSELF = True  # --record stores its own structured row (python -m benchmarks leaves it the flag)
 TABLE = Table(
     name="gpu_check",
     title="GPU check",

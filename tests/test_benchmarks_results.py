@@ -59,3 +59,23 @@ def test_docs_results_md_is_generated_from_the_committed_rows() -> None:
     if not any(STORE.glob("*.json")):
         pytest.skip("no recorded results yet")
     assert PAGE.read_text() == render_page(STORE), "docs/results.md is stale: run python -m benchmarks results"
+
+
+def test_any_benchmark_run_with_record_stores_its_closing_lines(tmp_path):
+    from types import SimpleNamespace
+
+    from benchmarks.__main__ import recorded
+
+    def fine(args):
+        print("warming up\nscene small: 12.5 ms\nscene large: 80.1 ms\nratio 6.4x")
+        return 0
+
+    assert recorded("rasterizer", SimpleNamespace(main=fine), ["--scenes", "small"], store=tmp_path) == 0
+    row = json.loads((tmp_path / "rasterizer.json").read_text())["rows"][0]
+    assert row["cells"] == {
+        "arguments": "--scenes small",
+        "result": "scene small: 12.5 ms / scene large: 80.1 ms / ratio 6.4x",
+    }
+    assert row["command"] == "python -m benchmarks rasterizer --scenes small"
+    failed = SimpleNamespace(main=lambda args: 1)
+    assert recorded("train", failed, [], store=tmp_path) == 1 and not (tmp_path / "train.json").exists()
