@@ -85,13 +85,15 @@ def run(args: argparse.Namespace) -> int:
     for job in jobs:
         if not (job.data / "sparse").is_dir():
             raise ConfigError(f"{job.data}: block folder missing or without sparse/ (rerun partition.py)")
-        if has_checkpoint(job.exp_dir) and not (args.resume or args.overwrite):
+        # a finished run may hold its PLY without checkpoints (deleted to save space): still a run to keep
+        held = has_checkpoint(job.exp_dir) or job.ply.is_file()
+        if held and not (args.resume or args.overwrite):
             raise ConfigError(
                 f"{job.exp_dir}: holds a run of {job.name} already; pass --resume to continue it "
                 "or --overwrite to start again"
             )
         stale = stale_reason(read_status(runs, job.name), job.partition, job.exp_dir, job.name, manifest.path)
-        if args.resume and stale is not None and has_checkpoint(job.exp_dir):
+        if args.resume and stale is not None and held:
             raise ConfigError(stale)
     threads = threads_per_process(where.local_world, args.threads)
     # torchrun (when another node fails) and schedulers stop a job with SIGTERM: treat it as Ctrl-C, so

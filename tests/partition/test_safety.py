@@ -126,3 +126,42 @@ def test_a_grid_too_large_to_be_a_plan_is_one_line(street, tmp_path):
         from pointrix_lite.cli.partition import build_parser, run
 
         run(build_parser().parse_args(["--scene", str(street), "--out", str(tmp_path / "q"), "--kd", "5000"]))
+
+
+def test_a_stale_block_without_checkpoints_is_refused_on_resume_and_kept(part, street):
+    """A finished run whose checkpoints were deleted (its PLY kept) is still a run: --resume over a
+    re-partition names the block instead of clearing its folder and training it again."""
+    _fake_runs(load_manifest(part), part / "runs")
+    split_scene(street, part, SplitOptions(grid=(3, 1), overwrite=True), say=lambda line: None)
+    ply = part / "runs" / "block_000" / "point_cloud.ply"
+    before = ply.read_bytes()
+    config = str(REPO / "configs" / "colmap_cpu.yaml")
+    proc = _cli("train_blocks.py", "--manifest", str(part), "--config", config, "--resume")
+    assert (
+        proc.returncode == 2
+        and "block_000: its run in" in proc.stderr
+        and "--only block_000 --overwrite" in proc.stderr
+    )
+    assert len(proc.stderr.strip().splitlines()) == 1 and ply.read_bytes() == before
+
+
+def test_a_finished_block_without_checkpoints_is_not_cleared_without_a_flag(part):
+    _fake_runs(load_manifest(part), part / "runs")
+    ply = part / "runs" / "block_000" / "point_cloud.ply"
+    before = ply.read_bytes()
+    proc = _cli("train_blocks.py", "--manifest", str(part), "--config", str(REPO / "configs" / "colmap_cpu.yaml"))
+    assert proc.returncode == 2 and "holds a run of block_000 already" in proc.stderr
+    assert ply.read_bytes() == before
+
+
+def test_a_second_merge_into_the_same_folder_needs_overwrite(part, tmp_path):
+    _fake_runs(load_manifest(part), part / "runs")
+    out = tmp_path / "merged"
+    first = _cli("merge_blocks.py", "--manifest", str(part), "--out", str(out))
+    assert first.returncode == 0, first.stderr
+    before = (out / "point_cloud.ply").read_bytes()
+    again = _cli("merge_blocks.py", "--manifest", str(part), "--out", str(out))
+    assert again.returncode == 2 and "holds a merged model already; pass --overwrite" in again.stderr
+    assert (out / "point_cloud.ply").read_bytes() == before
+    forced = _cli("merge_blocks.py", "--manifest", str(part), "--out", str(out), "--overwrite")
+    assert forced.returncode == 0, forced.stderr
