@@ -19,39 +19,48 @@ from .priority import Priority, get_priority
 
 
 class TrainerLike(Protocol):
-    """What hooks may read from ``self.trainer`` (``DefaultTrainer`` provides it all; an
-    ``engine.evaluator.Evaluator``, as ``render.py`` uses, has no optimizer, strategy or data
-    pipeline, and calls only the val/test and checkpoint-load sites).
+    """What hooks read from ``self.trainer``: what the package's own hooks read (checked against
+    them by ``tests/engine/test_seam.py``) and the run state the docs offer user hooks.
+    ``DefaultTrainer`` provides it all; an ``engine.evaluator.Evaluator``, as ``render.py`` uses,
+    lacks ``effective_batch_size`` and calls only the val/test and checkpoint-load sites.
+
+    The optimizer, strategy and data pipeline are not declared: an Evaluator has none, so a hook
+    that needs one reads it with ``getattr(self.trainer, "optimizer", None)`` (as LogHook does).
 
     A Protocol rather than an import of the trainer: this package sits below the engine, whose
-    trainer imports the hooks.
+    trainer imports the hooks; user hooks and test doubles need no base class.
     """
 
-    cfg: Any
+    # Read by the package's hooks.
+    cfg: Any  # engine.experiment.ExperimentConfig
     model: Any
     renderer: Any
     dataset: Any
     device: Any  # torch.device
     exp_dir: Path
-    global_step: int
-    epoch: int
-    train_seconds: float
-    state: Any  # engine.state.RunState: step, epoch, seconds, stop request, phase
-    effective_batch_size: int
-    max_steps: int
+    global_step: int  # finished optimizer steps
+    effective_batch_size: int  # views per step over all processes
     is_main_process: bool
-    hooks: list[Any]
-    writer: Any
-    console: Any
+    writer: Any  # writers.base.WriterGroup
+    console: Any  # rich.console.Console
     loss_dict: dict[str, Any]
-    log_vars: dict[str, Any]
+    log_vars: dict[str, Any]  # scalars hooks publish for LogHook
     image_dict: dict[str, Any]
     render_out: dict[str, Any]  # the renderer's output of the last step or evaluated view
-    test_report: dict[str, Any]
+    test_report: dict[str, Any]  # entries hooks add to metrics.json
+    state: Any  # engine.state.RunState: step, epoch, seconds, stop request, phase
 
-    def save_checkpoint(self, *args: Any, **kwargs: Any) -> Any: ...
-    def register_hook(self, hook: Any) -> None: ...
-    def announce(self, line: str) -> None: ...
+    def save_checkpoint(self, filename: str | None = None, update_latest: bool = True) -> Path: ...
+
+    # The rest of the run state the docs offer hooks (docs/architecture.md, docs/extending.md).
+    epoch: int
+    train_seconds: float
+    metric_dict: dict[str, float | None]  # mean metrics of the last val/test
+    view_metrics: dict[str, float | None]  # metrics of the current val/test view
+    rank: int  # this process under torchrun (0 alone otherwise)
+    world_size: int
+
+    def call_hook(self, site: str, **kwargs: Any) -> None: ...  # a hook's own sites
 
 
 # The single source of truth for hook sites, in run order. The trainer, the hook table and the
