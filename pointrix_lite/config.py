@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any, TypeVar, Union
 
-from .errors import ConfigError, brief
+from .errors import ConfigError, brief, shorten
 
 T = TypeVar("T")
 
@@ -49,7 +49,7 @@ def at_least(config: Any, minimum: float, *keys: str, home: str = "") -> None:
     for key in keys:
         value = getattr(config, key)
         if not value >= minimum:
-            raise OptionError(key, f"must be >= {minimum:g}, got {value}", home)
+            raise OptionError(key, f"must be >= {minimum:g}, got {brief(value)}", home)
 
 
 def check_relative_path(key: str, value: str, home: str = "") -> None:
@@ -152,7 +152,8 @@ def from_dict(cls: type[T], data: Mapping[str, Any] | None, key_path: str = "") 
         if key not in fields:
             close = difflib.get_close_matches(str(key), fields, n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"{prefix}{key}: unknown key{hint}; valid keys: {', '.join(fields)}")
+            # the key as written, cut: YAML's `? key` form takes a key of any length
+            raise ConfigError(f"{prefix}{shorten(str(key), 80)}: unknown key{hint}; valid keys: {', '.join(fields)}")
         kwargs[key] = convert(hints[key], value, f"{prefix}{key}")
     for name, f in fields.items():
         if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:

@@ -28,7 +28,14 @@ def shorten(text: str, limit: int = MESSAGE_CHARS) -> str:
 def brief(value: object) -> str:
     """``repr(value)`` for a message, bounded: a config value can be megabytes (a long string, or YAML
     aliases that expand a few lines into millions of items), and reprlib stops walking it early."""
-    return shorten(_REPR.repr(value), VALUE_CHARS + 40)
+    text = _REPR.repr(value)
+    # reprlib marks a cut with "..." but not how much was left out: say the whole length, so a user can tell a
+    # typo from a value of megabytes.
+    if isinstance(value, (str, bytes)) and len(value) > VALUE_CHARS:
+        text += f" ({len(value):,} characters)"
+    elif isinstance(value, (list, tuple, dict, set)) and len(value) > _REPR.maxlist:
+        text += f" ({len(value):,} items)"
+    return shorten(text, VALUE_CHARS + 40)
 
 
 class PointrixError(Exception):

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from ..errors import CheckpointError, ConfigError, PointrixError
+from ..errors import CheckpointError, ConfigError, PointrixError, shorten
 
 EXIT_OK = 0
 EXIT_CRASH = 1  # pycolmap aborted the worker, or an unexpected exception on one torchrun rank
@@ -24,7 +24,8 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
 class OneLineErrorParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, like every other user error
-        print(f"error: {message} (see --help)", file=sys.stderr)
+        # argparse quotes the argument whole ("invalid int value: '...'"): an argument can be 128 KB
+        print(f"error: {shorten(' '.join(message.split()), 300)} (see --help)", file=sys.stderr)
         raise SystemExit(EXIT_USER_ERROR)
 
 

@@ -24,7 +24,7 @@ import yaml
 
 from .. import writers as _builtin_writers  # noqa: F401 - registers the default writers
 from ..config import OptionError, at_least, from_dict, to_dict
-from ..errors import ConfigError, brief
+from ..errors import ConfigError, brief, shorten
 from ..io.atomic import atomic_write_text
 from ..registry import DATASETS, MODELS, RENDERERS, STRATEGIES, WRITERS
 from . import hooks as _builtin_hooks  # noqa: F401 - registers the default hooks
@@ -94,6 +94,11 @@ class DuplicateKeyError(yaml.MarkedYAMLError):
 
 MAX_CONFIG_BYTES = 1 << 20  # the shipped configs are a few KB; a larger file is the wrong file, or an attack
 MAX_CONFIG_VALUES = 100_000  # values after YAML aliases expand: a 300-byte "billion laughs" file is billions
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+class _TooManyValues(Exception):
+    """Merge keys would copy more than MAX_CONFIG_VALUES pairs (raised inside the loader, reported by _load_yaml)."""
 
 
 class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's parser where present: fast, safe
@@ -103,14 +108,50 @@ class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's
     replace the first; here it is an error naming the key and its line.
     """
 
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._merged = 0  # pairs merge keys copied so far, over the whole document
+        self._flattening: set[int] = set()  # mapping nodes whose merges are being counted (a mapping can merge itself)
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        # `<<: *base` copies base's pairs into this mapping, and PyYAML before 6.0.2 copies repeats too
+        # (`<<: [*a, *a, *a]`), so merges of merges grow geometrically. Count what would be copied, the merged
+        # mappings flattened first, before anything is copied.
+        if id(node) in self._flattening:
+            return
+        self._flattening.add(id(node))
+        try:
+            for key_node, value_node in node.value:
+                if key_node.tag != _MERGE:
+                    continue
+                merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+                for sub in merged:
+                    if isinstance(sub, yaml.MappingNode):
+                        self.flatten_mapping(sub)
+                        self._merged += len(sub.value)
+                        if self._merged > MAX_CONFIG_VALUES:
+                            raise _TooManyValues
+            super().flatten_mapping(node)
+        finally:
+            self._flattening.discard(id(node))
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except ValueError as exc:  # a date like 2001-13-01, an integer of over 4300 digits: the line, not a traceback
+            raise yaml.constructor.ConstructorError(
+                problem=f"cannot read {shorten(repr(node.value), 60)} ({str(exc).split(';')[0]})",
+                problem_mark=node.start_mark,
+            ) from None
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen = set()
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` merges, later keys override it
+            if key_node.tag == _MERGE:  # `<<: *base` merges, later keys override it
                 continue
             key = self.construct_object(key_node, deep=True)
             if key in seen:
-                raise DuplicateKeyError(problem=f"duplicate key {key!r}", problem_mark=key_node.start_mark)
+                raise DuplicateKeyError(problem=f"duplicate key {brief(key)}", problem_mark=key_node.start_mark)
             try:
                 seen.add(key)
             except TypeError:  # an unhashable key: let the base class report it
@@ -157,14 +198,19 @@ def _load_yaml(text: str, where: str) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f":{mark.line + 1}" if mark is not None and not where.startswith("override") else ""
-        raise _InvalidYaml(f"{where}{at}: invalid YAML ({getattr(exc, 'problem', None) or exc})") from None
+        problem = shorten(str(getattr(exc, "problem", None) or exc), 200)  # a problem can quote a tag of megabytes
+        raise _InvalidYaml(f"{where}{at}: invalid YAML ({problem})") from None
+    except _TooManyValues:
+        data = _TooManyValues  # reported below, with the expansion the count finds
+    except RecursionError:  # the pure-Python parser (no libyaml) has no nesting limit of its own
+        raise _InvalidYaml(f"{where}: invalid YAML (nested too deeply)") from None
     # Aliases share one object, so loading is cheap; what reads the config (copies, dumps, messages) expands
     # them. Count values as expanded, without a memo, and stop at the limit.
     stack, seen = [data], 0
     while stack:
         node = stack.pop()
         seen += 1
-        if seen > MAX_CONFIG_VALUES:
+        if seen > MAX_CONFIG_VALUES or node is _TooManyValues:
             raise ConfigError(
                 f"{where}: expands to more than {MAX_CONFIG_VALUES:,} values (YAML aliases repeating aliases?)"
             )
@@ -187,12 +233,13 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"override {brief(item)}: expected key=value, e.g. trainer.max_steps=500")
+        name = shorten(key, 80)  # the key as the messages quote it
         if len(raw) > MAX_CONFIG_BYTES:
-            raise ConfigError(f"{key}: override value of {len(raw):,} characters; at most {MAX_CONFIG_BYTES:,}")
+            raise ConfigError(f"{name}: override value of {len(raw):,} characters; at most {MAX_CONFIG_BYTES:,}")
         try:
-            value = _load_yaml(raw, f"override {key}") if raw.strip() else None
+            value = _load_yaml(raw, f"override {name}") if raw.strip() else None
         except _InvalidYaml:
-            raise ConfigError(f"{key}: cannot parse override value {brief(raw)} as YAML") from None
+            raise ConfigError(f"{name}: cannot parse override value {brief(raw)} as YAML") from None
         parts = key.split(".")
         node: Any = data
         for depth, part in enumerate(parts):
@@ -200,7 +247,9 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             last = depth == len(parts) - 1
             if isinstance(node, list):
                 if not part.isdigit() or int(part) >= len(node):
-                    raise ConfigError(f"{path}: no list item {part!r} (the list has {len(node)} items)")
+                    raise ConfigError(
+                        f"{shorten(path, 80)}: no list item {brief(part)} (the list has {len(node)} items)"
+                    )
                 if last:
                     node[int(part)] = value
                 else:
@@ -213,7 +262,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
                         node[part] = {}
                     node = node[part]
             else:
-                raise ConfigError(f"{path}: cannot set a key inside {type(node).__name__} {brief(node)}")
+                raise ConfigError(f"{shorten(path, 80)}: cannot set a key inside {type(node).__name__} {brief(node)}")
     return data
 
 
@@ -231,9 +280,9 @@ def resolve_device(device: str) -> str:
     try:
         parsed = torch.device(device)
     except (RuntimeError, ValueError):
-        raise ConfigError(f"device: invalid torch device {device!r} (use auto, cpu, cuda, cuda:1, ...)") from None
+        raise ConfigError(f"device: invalid torch device {brief(device)} (use auto, cpu, cuda, cuda:1, ...)") from None
     if parsed.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device: {device!r} requested but torch finds no CUDA device (use auto or cpu)")
+        raise ConfigError(f"device: {brief(device)} requested but torch finds no CUDA device (use auto or cpu)")
     return device
 
 

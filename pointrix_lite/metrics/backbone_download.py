@@ -138,15 +138,22 @@ def _cached_file_ok(path: Path, size: int, mtime_ns: int) -> str | None:
 def check_cached(net: LpipsNet, path: Path, url: str) -> str | None:
     """The reason a cached weights file cannot be used (a copy cut short, a disk error, another file under
     that name), or None: checked when loading, not only after a download, since the cache outlives both."""
-    st = path.stat()
-    wrong = _cached_file_ok(path, st.st_size, st.st_mtime_ns)
+    # What to do about a bad file: with downloads on, deleting it is enough; with them off, a good copy is needed.
+    off = os.environ.get(SWITCH, "").strip().lower() in _OFF
+    fix = (
+        f"delete it and copy {url} there (downloads are off: {SWITCH}=0)"
+        if off
+        else f"delete it to download it again, or copy {url} there"
+    )
+    try:
+        st = path.stat()
+        wrong = _cached_file_ok(path, st.st_size, st.st_mtime_ns)
+    except OSError as exc:  # no permission, an I/O error: the run goes on without LPIPS
+        return f"unavailable: {path} cannot be read ({exc.strerror or exc}); {fix}"
     if wrong is None:
         return None
     expected = _HASH_IN_NAME.search(path.name).group(1)
-    return (
-        f"unavailable: {path} is corrupt (sha256 {wrong} does not match {expected} in its name); delete it to "
-        f"download it again, or copy {url} there"
-    )
+    return f"unavailable: {path} is corrupt (sha256 {wrong} does not match {expected} in its name); {fix}"
 
 
 def ensure_backbone(net: LpipsNet, announce: Callable[[str], object] = print) -> str | None:

@@ -77,7 +77,7 @@ class LPIPS:
     def available(self) -> bool:
         return self.reason is None
 
-    def _build(self, device: torch.device) -> torch.nn.Module:
+    def _build(self, device: torch.device) -> torch.nn.Module | None:
         if self._model is None:
             import lpips
 
@@ -86,7 +86,16 @@ class LPIPS:
                 warnings.simplefilter("ignore")
                 model = lpips.LPIPS(net=self.net, pretrained=True, pnet_rand=True, verbose=False)
             if not self.random_backbone:
-                _load_backbone(model, backbone_weights_path(self.net))
+                path = backbone_weights_path(self.net)
+                try:
+                    _load_backbone(model, path)
+                except Exception as exc:  # passed the hash check yet unreadable: a name without a
+                    # hash, or a file changed since; LPIPS is then unavailable, never a traceback in the test phase
+                    self.reason = (
+                        f"unavailable: {path} does not hold the {self.net} weights ({type(exc).__name__}); "
+                        "delete it to download it again"
+                    )
+                    return None
             self._model = model.eval().requires_grad_(False)
         return self._model.to(device)
 
@@ -109,6 +118,9 @@ class LPIPS:
             self.last_reason = f"unavailable: {tuple(img1.shape[1:3])} images are smaller than {self.net} accepts ({MIN_SIZE[self.net]} px)"
             return None
         model = self._build(img1.device)
+        if model is None:
+            self.last_reason = self.reason
+            return None
         x = img1.permute(0, 3, 1, 2).float() * 2.0 - 1.0
         y = img2.permute(0, 3, 1, 2).float() * 2.0 - 1.0
         return model(x, y).mean()

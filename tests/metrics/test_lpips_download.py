@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import http.server
 import io
+import json
 import socket
 import threading
 import time
@@ -257,3 +258,57 @@ def test_a_corrupt_cached_file_is_the_reason_not_a_traceback(hub, server, weight
     assert metrics["lpips"] is None and "corrupt" in model.metric_notes["lpips"]
     (hub / name).unlink()  # the fix the line gives: delete it, and the next run downloads it
     assert LPIPS("alex", announce=lines.append).available
+
+
+def test_a_file_that_passes_the_hash_check_but_is_not_the_weights_is_the_reason(hub, monkeypatch) -> None:
+    """A name without torch.hub's hash (nothing to check it against), holding something else: the metric is
+    None with the file named, at the first evaluation, not a traceback from torch.load."""
+    monkeypatch.setattr(backbone_download, "backbone_url", lambda net: "http://127.0.0.1:9/models/alexnet.pth")
+    hub.mkdir(parents=True)
+    (hub / "alexnet.pth").write_bytes(b"not a checkpoint")
+    metric = LPIPS("alex", announce=print)
+    assert metric.available  # nothing to check the file against until it is read
+    a, b = _images()
+    assert metric(a, b) is None
+    assert (
+        metric.last_reason
+        == metric.reason
+        == (
+            f"unavailable: {hub / 'alexnet.pth'} does not hold the alex weights (UnpicklingError); "
+            "delete it to download it again"
+        )
+    )
+
+
+def test_a_training_run_over_corrupt_cached_weights_writes_null_with_the_reason_and_exits_0(tmp_path) -> None:
+    """The real command line with a TORCH_HOME whose hub cache holds cut-short copies of both backbones
+    (torchvision's own file names): training and the test phase finish, metrics.json holds null for both
+    LPIPS keys and, under notes, the line naming the file and what to do; the files are left as they were."""
+    from tests.reliability.cli_helpers import run_train, write_config
+    from tests.reliability.scene import real_raw_config, write_tiny_scene
+
+    scene = write_tiny_scene(tmp_path / "scene", n_train=3, n_test=1)
+    raw = real_raw_config(tmp_path / "out", scene, "torch", max_steps=2, test_at_end=True)
+    home = tmp_path / "torch_home"
+    hub = home / "hub" / "checkpoints"
+    hub.mkdir(parents=True)
+    cut = b"PK\x03\x04 a copy cut short" * 1000
+    for name in ("alexnet-owt-7be5be79.pth", "vgg16-397923af.pth"):
+        (hub / name).write_bytes(cut)
+    proc = run_train(
+        "--config", str(write_config(tmp_path / "run.yaml", raw)), env={"TORCH_HOME": str(home), SWITCH: "0"}
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    report = json.loads((tmp_path / "out" / "tiny" / "metrics.json").read_text())
+    assert report["mean"]["lpips"] is None and report["mean"]["lpips_vgg"] is None
+    assert isinstance(report["mean"]["psnr"], float)
+    digest = hashlib.sha256(cut).hexdigest()[:8]
+    for key, name, url_hash in (("lpips", "alexnet-owt", "7be5be79"), ("lpips_vgg", "vgg16", "397923af")):
+        path = hub / f"{name}-{url_hash}.pth"
+        assert report["notes"][key] == (
+            f"unavailable: {path} is corrupt (sha256 {digest} does not match {url_hash} in its name); delete it "
+            f"and copy https://download.pytorch.org/models/{path.name} there (downloads are off: {SWITCH}=0)"
+        )
+        assert f"LPIPS: {report['notes'][key]}" in proc.stdout.replace("\n", " ")  # said once when the test starts
+        assert path.read_bytes() == cut  # never replaced nor deleted behind the user's back

@@ -105,6 +105,19 @@ def _yaml_alias_bomb(c: Case) -> list[str]:
     return ["--config", str(path)]
 
 
+def _yaml_merge_chain(c: Case) -> list[str]:
+    path = Path(c.config())
+    chain = ["l0: &l0 {k0: 1}"] + [f"l{i}: &l{i} {{<<: *l{i - 1}, k{i}: 1}}" for i in range(1, 8000)]
+    path.write_text(path.read_text() + "x:\n" + "".join(f"  {line}\n" for line in chain))
+    return ["--config", str(path)]
+
+
+def _yaml_unreadable_value(c: Case) -> list[str]:
+    path = Path(c.config())
+    path.write_text(path.read_text().replace("seed: ", "seed: 2001-13-01 # ", 1))
+    return ["--config", str(path)]
+
+
 def _missing_config(c: Case) -> list[str]:
     return ["--config", str(c.root / "missing.yaml")]
 
@@ -333,6 +346,8 @@ SETUPS: dict[str, Callable[[Case], list[str]]] = {
     "name-too-long": _name_too_long,
     "config-too-large": _config_too_large,
     "yaml-alias-bomb": _yaml_alias_bomb,
+    "yaml-merge-chain": _yaml_merge_chain,
+    "yaml-unreadable-value": _yaml_unreadable_value,
 }
 
 

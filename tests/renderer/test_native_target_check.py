@@ -3,7 +3,11 @@ failed build is remembered, and a run that asked for the extension never falls b
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -137,3 +141,54 @@ def test_a_remembered_failure_names_the_compilers_error_and_does_not_announce_a_
     for f in tmp_path.rglob("build_failed.txt"):
         f.unlink()
     assert _build.build_pending() is True  # forgotten: the next run builds, and says so first
+
+
+FAKE_CXX = """#!/bin/sh
+# A toolchain that fails every compile the way a broken install does; anything else (--version, -v) is the
+# real compiler's, so torch's checks and the remembered compiler line are as usual.
+for a in "$@"; do
+  if [ "$a" = "-c" ]; then
+    echo "In file included from bindings.cpp:1:" >&2
+    echo "common.h:3:10: fatal error: torch/extension.h: No such file or directory" >&2
+    echo "compilation terminated." >&2
+    exit 1
+  fi
+done
+exec {real} "$@"
+"""
+
+
+@needs_compiler
+@pytest.mark.skipif(shutil.which("ninja") is None, reason="torch builds extensions with ninja")
+def test_a_real_failed_build_keeps_the_compilers_line_and_a_rerun_says_it_is_remembered(tmp_path) -> None:
+    """A real build through torch and ninja, with a compiler that fails in a second: the line kept is the
+    compiler's (ninja ends its log with "build stopped: subcommand failed"), and the next run does not say
+    "building ... (first run only)" but that the failure is remembered, and how to retry."""
+    fake = tmp_path / "bin" / "c++"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_CXX.format(real=shutil.which(cpu_check.compiler())))
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in (_build.ARCH_ENV, "POINTRIX_NATIVE_DISABLE")}
+    env.update(CXX=str(fake), TORCH_EXTENSIONS_DIR=str(tmp_path / "ext"), POINTRIX_NATIVE_VERBOSE="0")
+    code = "from pointrix_lite.renderer import native; native.prepare()"
+    repo = Path(__file__).resolve().parents[2]
+
+    def run() -> list[str]:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=repo)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout.splitlines()
+
+    error = "common.h:3:10: fatal error: torch/extension.h: No such file or directory"
+    first = run()
+    assert first == [
+        native.BUILD_MESSAGE,
+        f"native rasterizer: unavailable (could not build the native rasterizer: RuntimeError: {error})",
+    ]  # three attempts, one line: they failed alike
+    (remembered,) = (tmp_path / "ext").rglob("build_failed.txt")
+    assert remembered.read_text().splitlines()[1:] == [first[1].removeprefix("native rasterizer: unavailable (")[:-1]]
+    again = run()
+    assert again == [
+        f"native rasterizer: unavailable (could not build the native rasterizer: RuntimeError: {error} "
+        f"(remembered from an earlier run with this compiler; delete {remembered} to retry))"
+    ]
+    assert not any("ninja" in line or "building" in line for line in first[1:] + again)

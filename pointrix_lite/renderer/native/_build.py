@@ -317,7 +317,8 @@ def load_extension() -> ModuleType | None:
                 return _module
             except Exception as exc:  # compiler missing, flags unsupported, ...
                 errors.append(_short(exc))
-        _error = "could not build the native rasterizer: " + " | ".join(errors)
+        # each attempt's line once: a broken toolchain fails all three alike
+        _error = "could not build the native rasterizer: " + " | ".join(dict.fromkeys(errors))
         _remember_failure(first, _error)
         return None
 
