@@ -4,8 +4,9 @@
 it, ``--overwrite`` replaces it): a second run would otherwise replace the first one's PLY, metrics and
 config, append to its ``log.jsonl`` and leave both runs' checkpoints side by side for ``--resume`` to
 pick from. ``--overwrite`` removes only what a run writes (:data:`RUN_OUTPUTS`, and the files its writers and
-hooks are configured to write: :func:`run_outputs`), never other files kept there. The same convention holds for every command that writes an output (``export.py``,
-``process.py``, ``render.py``, ``merge_blocks.py``, ``train_blocks.py``).
+hooks are configured to write: :func:`run_outputs`), never other files kept there. The same convention holds
+for every command that writes an output (``export.py``, ``process.py``, ``render.py``, ``merge_blocks.py``,
+``train_blocks.py``).
 """
 
 from __future__ import annotations
