@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
 
     exp_dir = Path(cfg.exp_dir)
-    check_earlier_run(args, exp_dir)
+    in_place = continues_in_place(cfg.load_ckpt_before_run, exp_dir)
+    check_earlier_run(args, exp_dir, in_place)
     resume = None
     if args.resume == "latest":
         resume = find_latest(exp_dir)
@@ -89,11 +90,12 @@ def run(args: argparse.Namespace) -> int:
     # Under torchrun: join the process group; on CUDA each process takes the GPU of its LOCAL_RANK.
     device = distributed.init_from_env(resolve_device(cfg.device))
     main_process = distributed.is_main_process()
-    if main_process and resume is None and not cfg.load_ckpt_before_run:
-        from ..engine.run_folder import RUN_OUTPUTS, SETUP_FILES, clear_run
+    if main_process and resume is None and not in_place:  # a new run (from a checkpoint elsewhere, or none)
+        from ..engine.run_folder import clear_run, run_outputs, setup_files
 
         # --overwrite: the earlier run goes; otherwise only what a run that never got going left behind
-        clear_run(exp_dir, () if not exp_dir.exists() else (RUN_OUTPUTS if args.overwrite else SETUP_FILES))
+        if exp_dir.exists():
+            clear_run(exp_dir, run_outputs(exp_dir, cfg) if args.overwrite else setup_files(exp_dir, cfg))
         check_output_dir(exp_dir)
         save_config(cfg, exp_dir)
     trainer = DefaultTrainer(cfg, exp_dir, device)
@@ -130,9 +132,18 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def check_earlier_run(args: argparse.Namespace, exp_dir: Path) -> None:
-    """A run already in ``exp_dir`` is continued (``--resume``) or replaced (``--overwrite``) only when asked;
-    otherwise one line with both commands (``engine/run_folder.py`` says why)."""
+def continues_in_place(load_ckpt_before_run: str | None, exp_dir: Path) -> bool:
+    """Whether ``load_ckpt_before_run`` names a checkpoint inside ``exp_dir``: the run then continues the one
+    there, as ``--resume`` does (DI-engine's resume); a checkpoint elsewhere starts a new run from its weights."""
+    if not load_ckpt_before_run:
+        return False
+    return Path(os.path.abspath(load_ckpt_before_run)).is_relative_to(os.path.abspath(exp_dir))
+
+
+def check_earlier_run(args: argparse.Namespace, exp_dir: Path, in_place: bool = False) -> None:
+    """A run already in ``exp_dir`` is continued (``--resume``, or ``in_place``: ``load_ckpt_before_run`` names one
+    of its checkpoints) or replaced (``--overwrite``) only when asked; otherwise one line with both commands
+    (``engine/run_folder.py`` says why)."""
     import shlex
 
     from ..engine.run_folder import earlier_run
@@ -140,9 +151,14 @@ def check_earlier_run(args: argparse.Namespace, exp_dir: Path) -> None:
 
     if args.resume is not None and args.overwrite:
         raise ConfigError("--resume continues the run in exp_dir, --overwrite replaces it: pass one")
+    if in_place and args.overwrite:
+        raise ConfigError(
+            f"load_ckpt_before_run: {exp_dir} holds the checkpoint it names, and --overwrite would remove it; "
+            "drop --overwrite to continue that run, or copy the checkpoint out of exp_dir first"
+        )
     if os.environ.get("RANK", "0") != "0":
         return  # under torchrun rank 0 decides: the others would see the config.yaml it has just written
-    if args.resume is not None or args.overwrite or not earlier_run(exp_dir):
+    if args.resume is not None or in_place or args.overwrite or not earlier_run(exp_dir):
         return
     plugins = [a for p in args.plugin for a in ("--plugin", p)]
     resume = ["python", "scripts/train.py", "--config", str(exp_dir / "config.yaml"), "--resume", *plugins]

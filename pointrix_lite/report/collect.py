@@ -8,6 +8,7 @@ here raises on a file's content: the report is written at the end of a run and m
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,10 @@ def _read_run_log(run: RunData) -> None:
         kinds = [str(w.get("type")) for w in writers if isinstance(w, dict)]
         text = f"No curves: the run's writers ({', '.join(kinds) or 'none'}) include no JsonlWriter, whose log this page draws"
         if "TensorboardWriter" in kinds:
-            text += f"; tensorboard --logdir {run.exp_dir / 'tensorboard'} shows the curves"
+            tb = [w for w in writers if isinstance(w, dict) and w.get("type") == "TensorboardWriter"]
+            subdir = str(tb[0].get("subdir") or "tensorboard")
+            command = shlex.join(["tensorboard", "--logdir", str(run.exp_dir / subdir)])  # pastes as typed
+            text += f"; {command} shows the curves"
         run.missing["log"] = text + "."
         return
     run.log_name = str(names[0]) if names else DEFAULT_LOG

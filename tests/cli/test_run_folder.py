@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pointrix_lite.cli.train import main as train_main
 from tests.engine.engine_helpers import TOY_PLUGIN, toy_raw_config
+from tests.report.helpers import read_page
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -96,6 +98,10 @@ def test_printed_commands_paste_back_as_the_same_arguments(tmp_path):
     ]
     tb = lines["tensorboard"].split("tensorboard", 1)[1].strip()
     assert shlex.split(tb) == ["tensorboard", "--logdir", str(exp / "tensorboard")]
+    # report.html names the same command where its curves would be (no JsonlWriter, no log to draw)
+    (curves,) = read_page(exp / "report.html").missing["curves"]
+    shown = curves.split("; ", 1)[1].removesuffix(" shows the curves.")
+    assert shlex.split(shown) == ["tensorboard", "--logdir", str(exp / "tensorboard")]
 
 
 def test_seed_and_name_out_of_bounds_are_one_line(tmp_path):
@@ -127,3 +133,54 @@ def test_what_counts_as_a_run_and_what_overwrite_may_remove(tmp_path):
     with pytest.raises(ConfigError, match="holds a data set"):
         clear_run(exp, RUN_OUTPUTS)
     assert (exp / "checkpoints" / "step_000010.pth").exists()
+
+
+def _train_here(capsys, config: Path, *args: str) -> tuple[int, str]:
+    """scripts/train.py in this process (a run of the toy model takes a second, its start-up five more)."""
+    code = train_main(["--config", str(config), *args, "--plugin", str(TOY_PLUGIN)])
+    return code, capsys.readouterr().err
+
+
+def test_overwrite_clears_the_logs_images_and_tensorboard_under_the_names_the_config_gives_them(tmp_path, capsys):
+    raw = toy_raw_config(tmp_path)
+    raw["writers"] = [
+        {"type": "JsonlWriter", "filename": "logs/run.jsonl", "image_dir": "pngs"},
+        {"type": "TensorboardWriter", "subdir": "tb"},
+    ]
+    config = tmp_path / "toy.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    exp = tmp_path / "outputs" / "toy"
+    assert _train_here(capsys, config)[0] == 0
+    (exp / "logs" / "notes.txt").write_text("mine")  # a user's file beside the custom log
+
+    assert _train_here(capsys, config, "trainer.max_steps=4", "--overwrite")[0] == 0
+    log = [json.loads(line) for line in (exp / "logs" / "run.jsonl").read_text().splitlines()]
+    assert max(r.get("step", 0) for r in log) == 4  # a new log, not the 12-step one appended to
+    assert [p.name for p in (exp / "pngs").iterdir()] == ["test_test_000_000004.png"]  # no step-6/12 images
+    assert len(list((exp / "tb").iterdir())) == 1  # one event file: TensorBoard would draw both runs
+    assert (exp / "logs" / "notes.txt").read_text() == "mine"
+
+
+def test_load_ckpt_before_run_starts_a_new_run_from_elsewhere_and_continues_one_in_place(tmp_path, capsys):
+    config = _config(tmp_path)
+    exp, src = tmp_path / "outputs" / "toy", tmp_path / "outputs" / "src"
+    assert _train_here(capsys, config, "name=src", "trainer.max_steps=8")[0] == 0
+    start = f"load_ckpt_before_run={src / 'checkpoints' / 'step_000008.pth'}"
+
+    # A checkpoint of another folder: a new run, with its own config.yaml (render.py and --resume read it).
+    assert _train_here(capsys, config, start)[0] == 0
+    assert yaml.safe_load((exp / "config.yaml").read_text())["trainer"]["max_steps"] == 12
+    assert sorted(p.name for p in (exp / "checkpoints").glob("*.pth")) == ["step_000012.pth"]
+
+    # One of exp_dir's own checkpoints: that run continues (as --resume would), nothing is refused.
+    own = f"load_ckpt_before_run={exp / 'checkpoints' / 'step_000012.pth'}"
+    assert _train_here(capsys, config, own, "trainer.max_steps=16")[0] == 0
+    assert (exp / "checkpoints" / "step_000016.pth").is_file()
+    code, err = _train_here(capsys, config, own, "trainer.max_steps=20", "--overwrite")
+    assert code == 2 and err.startswith(f"error: load_ckpt_before_run: {exp} holds the checkpoint it names")
+    assert (exp / "checkpoints" / "step_000012.pth").is_file()
+
+    # From elsewhere again with --overwrite: the folder's earlier checkpoints go.
+    assert _train_here(capsys, config, start, "--overwrite")[0] == 0
+    assert sorted(p.name for p in (exp / "checkpoints").glob("*.pth")) == ["step_000012.pth"]
+    assert yaml.safe_load((exp / "config.yaml").read_text())["load_ckpt_before_run"].endswith("step_000008.pth")

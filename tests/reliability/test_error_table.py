@@ -83,6 +83,14 @@ def _resume_and_overwrite(c: Case) -> list[str]:
     return ["--config", c.config(), "--resume", "--overwrite"]
 
 
+def _overwrite_own_checkpoint(c: Case) -> list[str]:
+    exp = Path(c.raw["output_dir"]) / c.raw["name"]
+    (exp / "checkpoints").mkdir(parents=True)
+    own = shutil.copy(c.checkpoint, exp / "checkpoints")  # exp_dir's own: --overwrite would delete it
+    c.must_not_exist = exp / "config.yaml"  # refused before the run started
+    return ["--config", c.config(load_ckpt_before_run=str(own)), "--overwrite"]
+
+
 def _seed_out_of_range(c: Case) -> list[str]:
     return ["--config", c.config(), "seed=-1"]
 
@@ -342,6 +350,7 @@ SETUPS: dict[str, Callable[[Case], list[str]]] = {
     "nan-loss": _nan_loss,
     "earlier-run": _earlier_run,
     "resume-and-overwrite": _resume_and_overwrite,
+    "overwrite-own-checkpoint": _overwrite_own_checkpoint,
     "seed-out-of-range": _seed_out_of_range,
     "name-too-long": _name_too_long,
     "config-too-large": _config_too_large,
