@@ -26,8 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +37,7 @@ from ..io.colmap import ColmapCamera, ColmapImage, ColmapModel, write_model
 from ..registry import DATASETS
 from .cameras import qvec_to_rotmat, rotmat_to_qvec
 from .colmap import ColmapDataset
+from .derived import derived_folder
 from .pointcloud import read_ply_points
 
 TRANSFORMS = "transforms.json"
@@ -149,16 +148,9 @@ def colmap_scene(path: Path, say: Any = print) -> Path:
     """``<folder>/colmap_from_transforms``, the COLMAP scene of transforms.json ``path`` (made again when
     the file or its point cloud changed)."""
     root = path.parent
-    cache = root / CACHE
-    h = hashlib.sha1(f"v{VERSION}".encode() + path.read_bytes())
-    try:
-        if json.loads((cache / "source.json").read_text()).get("digest") == h.hexdigest():
-            return cache
-    except (OSError, ValueError):
-        pass
-    model, masks = transforms_to_model(path, say)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{CACHE}.tmp-", dir=root))
-    try:
+
+    def build(tmp: Path) -> None:
+        model, masks = transforms_to_model(path, say)
         (tmp / "sparse" / "0").mkdir(parents=True)
         write_model(model, tmp / "sparse" / "0")
         os.symlink(os.path.relpath(root, tmp), tmp / "images")  # names are file_path, relative to root
@@ -166,13 +158,9 @@ def colmap_scene(path: Path, say: Any = print) -> Path:
             link = (tmp / "masks" / name).with_suffix(".png" if mask.suffix.lower() == ".png" else mask.suffix)
             link.parent.mkdir(parents=True, exist_ok=True)
             os.symlink(os.path.abspath(mask), link)
-        (tmp / "source.json").write_text(json.dumps({"digest": h.hexdigest(), "from": str(path)}))
-        if cache.exists():
-            shutil.rmtree(cache)
-        os.rename(tmp, cache)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return cache
+
+    digest = hashlib.sha1(f"v{VERSION}".encode() + path.read_bytes()).hexdigest()
+    return derived_folder(root, CACHE, digest, build, f"the COLMAP scene of {path.name}")
 
 
 @DATASETS.register()

@@ -17,11 +17,8 @@ again. A fisheye camera becomes a pinhole of the field of view its inner crop ke
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +28,7 @@ from PIL import Image
 from ..errors import DataError
 from ..io.colmap import ColmapModel
 from ..io.undistort import photo_positions, undistort, warp
+from .derived import derived_folder
 from .masks import mask_folder, mask_path, read_mask
 
 PINHOLE_MODELS = ("PINHOLE", "SIMPLE_PINHOLE")
@@ -94,33 +92,25 @@ def undistorted_scene(root: Path, sparse_dir: Path, model: ColmapModel, images: 
     """
     image_dir = root / images
     masks = mask_folder(root)
-    key = _digest(root, sparse_dir, image_dir, model, masks)
-    cache = root / CACHE
-    try:
-        if json.loads((cache / "source.json").read_text()).get("digest") == key:
-            return cache
-    except (OSError, ValueError):
-        pass
-    try:
-        import pycolmap
-    except ImportError:
-        raise DataError(f"{sparse_dir}: distorted cameras need pycolmap to undistort (pip install pycolmap)") from None
-    missing = [im.name for im in model.images.values() if not (image_dir / im.name).is_file()]
-    if missing:
-        raise DataError(f"{image_dir / missing[0]}: image not found ({len(missing)} of the model's images missing)")
     kinds = sorted({cam.model for cam in model.cameras.values()} - set(PINHOLE_MODELS))
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{CACHE}.tmp-", dir=root))
-    except OSError as exc:
-        raise DataError(
-            f"{root}: cannot write the undistorted copy of its {', '.join(kinds)} cameras there ({exc.strerror}); "
-            "make it writable or undistort once with process.py / colmap image_undistorter"
-        ) from None
-    from ..progress import console
+    done: list[str] = []
 
-    print_ = console().print
-    print_(f"undistorting {len(model.images)} images ({', '.join(kinds)} cameras) into {cache} (once)", markup=False)
-    try:
+    def build(tmp: Path) -> None:
+        try:
+            import pycolmap
+        except ImportError:
+            raise DataError(
+                f"{sparse_dir}: distorted cameras need pycolmap to undistort (pip install pycolmap)"
+            ) from None
+        missing = [im.name for im in model.images.values() if not (image_dir / im.name).is_file()]
+        if missing:
+            raise DataError(f"{image_dir / missing[0]}: image not found ({len(missing)} of the model's images missing)")
+        from ..progress import console
+
+        console().print(
+            f"undistorting {len(model.images)} images ({', '.join(kinds)} cameras) into {root / CACHE} (once)",
+            markup=False,
+        )
         try:
             undistort(pycolmap, sparse_dir, image_dir, tmp, threads=0)
         except (RuntimeError, ValueError) as exc:  # pycolmap's own checks, e.g. parameters it cannot invert
@@ -130,19 +120,28 @@ def undistorted_scene(root: Path, sparse_dir: Path, model: ColmapModel, images: 
         distorted, pinhole = pycolmap.Reconstruction(str(sparse_dir)), pycolmap.Reconstruction(str(tmp / "sparse/0"))
         if masks is not None:
             _warp_masks(distorted, pinhole, masks, tmp / masks.name)
-        fovs = [
-            f"{math.degrees(2 * math.atan(0.5 * c.width / c.params[0])):.0f}x"
-            f"{math.degrees(2 * math.atan(0.5 * c.height / c.params[1])):.0f} deg"
-            for c in pinhole.cameras.values()
-        ]
-        (tmp / "source.json").write_text(json.dumps({"digest": key, "from": str(sparse_dir), "models": kinds}))
-        if cache.exists():
-            shutil.rmtree(cache)
-        os.rename(tmp, cache)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    size = ", ".join(sorted({f"{c.width}x{c.height}" for c in pinhole.cameras.values()}))
-    print_(f"undistorted to PINHOLE: {size} px, field of view {', '.join(sorted(set(fovs)))}", markup=False)
+        fovs = sorted(
+            {
+                f"{math.degrees(2 * math.atan(0.5 * c.width / c.params[0])):.0f}x"
+                f"{math.degrees(2 * math.atan(0.5 * c.height / c.params[1])):.0f} deg"
+                for c in pinhole.cameras.values()
+            }
+        )
+        size = ", ".join(sorted({f"{c.width}x{c.height}" for c in pinhole.cameras.values()}))
+        done.append(f"undistorted to PINHOLE: {size} px, field of view {', '.join(fovs)}")
+
+    cache = derived_folder(
+        root,
+        CACHE,
+        _digest(root, sparse_dir, image_dir, model, masks),
+        build,
+        f"the undistorted copy of its {', '.join(kinds)} cameras",
+        "make it writable or undistort once with process.py / colmap image_undistorter",
+    )
+    if done:  # said after the folder is in place: a failed build says its own line instead
+        from ..progress import console
+
+        console().print(done[0], markup=False)
     return cache
 
 
