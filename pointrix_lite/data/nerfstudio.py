@@ -159,7 +159,15 @@ def colmap_scene(path: Path, say: Any = print) -> Path:
             link.parent.mkdir(parents=True, exist_ok=True)
             os.symlink(os.path.abspath(mask), link)
 
-    digest = hashlib.sha1(f"v{VERSION}".encode() + path.read_bytes()).hexdigest()
+    h = hashlib.sha1(f"v{VERSION}".encode() + path.read_bytes())
+    try:
+        ply_name = json.loads(path.read_text()).get("ply_file_path")
+    except (ValueError, AttributeError):  # not readable as a mapping: the build says so, naming the file
+        ply_name = None
+    ply = root / str(ply_name or "")  # its points are copied into the scene: a new cloud makes it again
+    if ply_name and ply.is_file():
+        h.update(ply.read_bytes())
+    digest = h.hexdigest()
     return derived_folder(root, CACHE, digest, build, f"the COLMAP scene of {path.name}")
 
 

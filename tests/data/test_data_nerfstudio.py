@@ -167,3 +167,14 @@ def test_bad_files_are_one_line_naming_the_file(tmp_path, edit, message):
         build("NerfstudioDataset", ns)
     assert str(e.value).startswith(str(ns / "transforms.json")) and message in str(e.value), str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_the_converted_scene_is_made_again_when_the_point_cloud_changes(tmp_path):
+    make_pycolmap_scene(tmp_path / "colmap", n=9, size=(16, 12))
+    ns = tmp_path / "ns"
+    shutil.copytree(tmp_path / "colmap" / "images", ns / "images")
+    colmap_to_json(tmp_path / "colmap", ns)
+    first = build("NerfstudioDataset", ns).point_cloud.xyz.numpy()
+    write_ply_points(ns / "sparse_pc.ply", PointCloud.from_numpy(np.zeros((4, 3)), np.ones((4, 3))))
+    again = build("NerfstudioDataset", ns).point_cloud.xyz.numpy()
+    assert len(first) == 20 and len(again) == 4 and not again.any()
