@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shutil
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -135,3 +136,13 @@ def open_experiment(
     # Step and train_seconds too, not just the weights: the report then matches training's.
     evaluator.load_checkpoint(ckpt)
     return evaluator
+
+
+def replace_outputs(out: Path, existing: list[Path], overwrite: bool, error: type[PointrixError] = ConfigError) -> None:
+    """An ``--out`` that already holds ``existing`` (what this command writes there) is refused unless
+    ``overwrite``; then only those are removed, never other files kept there (``engine/run_folder.py``)."""
+    if existing and not overwrite:
+        names = ", ".join(p.relative_to(out).as_posix() for p in existing)
+        raise error(f"--out {out}: already holds {names}; pass --overwrite to replace them or choose another folder")
+    for path in existing:
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from ..process.options import (
     RETRIEVAL_OVERLAP,
     ProcessOptions,
 )
-from .common import EXIT_CRASH, EXIT_INTERRUPTED, EXIT_OK, EXIT_USER_ERROR, run_command
+from .common import EXIT_CRASH, EXIT_INTERRUPTED, EXIT_OK, EXIT_USER_ERROR, replace_outputs, run_command
 
 WORKER_FLAG = "--_worker"
 MIN_CLUSTER_IMAGES = 20  # smaller clusters have too few images to start a model from, and merge on too few
@@ -176,14 +175,7 @@ def clear_outputs(out: Path, overwrite: bool) -> None:
     never other files the user keeps there."""
     from ..process.pipeline import outputs_in_the_way
 
-    existing = outputs_in_the_way(out)
-    if existing and not overwrite:
-        raise DataError(
-            f"--out {out}: already holds {', '.join(p.name for p in existing)}; pass --overwrite to replace them "
-            "or choose another folder"
-        )
-    for path in existing:
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    replace_outputs(out, outputs_in_the_way(out), overwrite, DataError)
 
 
 def _worker(argv: list[str]) -> int:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from .common import (
     load_components,
     model_source_parser,
     open_experiment,
+    replace_outputs,
     run_command,
 )
 
@@ -207,14 +207,7 @@ def clear_render_out(out: Path, kind: str | None, video: str, overwrite: bool) -
         targets = [out / "trajectory" / kind, out / "trajectory" / f"{kind}.{video}"]
     else:
         targets = [out / "metrics.json", out / "renders"]
-    existing = [t for t in targets if t.exists()]
-    if existing and not overwrite:
-        names = ", ".join(str(t.relative_to(out)) for t in existing)
-        raise ConfigError(
-            f"--out {out}: already holds {names}; pass --overwrite to replace them or choose another folder"
-        )
-    for path in existing:
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    replace_outputs(out, [t for t in targets if t.exists()], overwrite)
 
 
 def run(args: argparse.Namespace) -> int:
