@@ -35,10 +35,10 @@ import numpy as np
 from ..errors import DataError
 from ..io.colmap import ColmapCamera, ColmapImage, ColmapModel, write_model
 from ..registry import DATASETS
-from .cameras import qvec_to_rotmat, rotmat_to_qvec
+from .cameras import rotmat_to_qvec
 from .colmap import ColmapDataset
 from .derived import derived_folder
-from .pointcloud import read_ply_points
+from .pointcloud import camera_box_points, read_ply_points
 
 TRANSFORMS = "transforms.json"
 CACHE = "colmap_from_transforms"
@@ -134,11 +134,7 @@ def transforms_to_model(path: Path, say: Any = print) -> tuple[ColmapModel, dict
         xyz = cloud.xyz.double().numpy() @ undo[:3, :3].T + undo[:3, 3]
         rgb = (cloud.rgb.numpy() * 255.0).round().clip(0, 255).astype(np.uint8)
     else:  # nerfstudio's random init, in the region the cameras look into
-        centres = np.stack([-qvec_to_rotmat(im.qvec).T @ im.tvec for im in images.values()])
-        lo, hi = centres.min(0), centres.max(0)
-        rng = np.random.default_rng(0)
-        xyz = lo + (hi - lo) * rng.random((50_000, 3))
-        rgb = rng.integers(0, 256, (50_000, 3), dtype=np.uint8)
+        xyz, rgb = camera_box_points(images.values())
         say(f"transforms.json: no ply_file_path; {len(xyz):,} random points in the cameras' box start the model")
     files = {"cameras": path, "images": path, "points3D": path}
     return ColmapModel({c.id: c for c in cameras.values()}, images, xyz, rgb, files), masks

@@ -7,9 +7,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -222,3 +223,22 @@ def init_gaussians(
         "sh0": sh0,
         "shN": shN,
     }
+
+
+CAMERA_BOX_POINTS = 50_000
+
+
+def camera_box_points(
+    images: Iterable[Any], pad: float = 0.0, n: int = CAMERA_BOX_POINTS, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` uniform points ``[n, 3]`` float64 and random colours ``[n, 3]`` uint8 in the box of the camera
+    centres of ``images`` (COLMAP images: ``qvec``, ``tvec``), grown by ``pad`` x its largest side on each side:
+    the start of a scene that brings no points (nerfstudio's random init)."""
+    from .cameras import qvec_to_rotmat
+
+    centres = np.stack([-qvec_to_rotmat(im.qvec).T @ im.tvec for im in images])
+    lo, hi = centres.min(0), centres.max(0)
+    margin = pad * float((hi - lo).max())
+    rng = np.random.default_rng(seed)
+    xyz = lo - margin + (hi - lo + 2 * margin) * rng.random((n, 3))
+    return xyz, rng.integers(0, 256, (n, 3), dtype=np.uint8)

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.cameras import rotmat_to_qvec
-from ..data.pointcloud import read_ply_points
+from ..data.pointcloud import camera_box_points, read_ply_points
 from ..errors import DataError
 from ..io.colmap import ColmapCamera, ColmapImage, ColmapModel, write_model
 
@@ -174,17 +174,6 @@ def read_metashape(path: Path) -> ColmapModel:
     )
 
 
-def _random_points(model: ColmapModel) -> None:
-    from ..data.cameras import qvec_to_rotmat
-
-    centres = np.stack([-qvec_to_rotmat(im.qvec).T @ im.tvec for im in model.images.values()])
-    lo, hi = centres.min(0), centres.max(0)
-    pad = 0.5 * (hi - lo).max()
-    rng = np.random.default_rng(0)
-    model.xyz = lo - pad + (hi - lo + 2 * pad) * rng.random((RANDOM_POINTS, 3))
-    model.rgb = rng.integers(0, 256, (RANDOM_POINTS, 3), dtype=np.uint8)
-
-
 def import_project(source: Path, images: Path, out: Path, points: Path | None = None) -> tuple[ColmapModel, list[str]]:
     """Read ``source`` (OpenSfM ``*.json`` or Metashape ``*.xml``), write ``out/sparse/0`` and copy the
     photos the model names from ``images`` to ``out/images``. Returns the model and the lines to print."""
@@ -195,7 +184,8 @@ def import_project(source: Path, images: Path, out: Path, points: Path | None = 
         cloud = read_ply_points(points)
         model.xyz, model.rgb = cloud.xyz.double().numpy(), (cloud.rgb.numpy() * 255).round().astype(np.uint8)
     if len(model.xyz) == 0:
-        _random_points(model)
+        # half the cameras' spread around them: photogrammetry cameras look inwards at the object
+        model.xyz, model.rgb = camera_box_points(model.images.values(), pad=0.5, n=RANDOM_POINTS)
         lines.append(
             f"no points in {source.name} (--points FILE.ply): {RANDOM_POINTS:,} random ones in the cameras' region"
         )
