@@ -75,25 +75,50 @@ def orbit_cameras(cameras: Sequence[Camera], n_frames: int = 120) -> list[Camera
     """
     if n_frames < 1:
         raise DataError(f"trajectory: need at least 1 frame, got {n_frames}")
+    centre, up, height, horizontal = _ground_frame(cameras)
+    radius = float(horizontal.norm(dim=1).mean())
+    if radius < 1e-8:
+        raise DataError("trajectory: the cameras sit on the orbit axis; no circle to follow")
+    e1 = horizontal[0] / horizontal[0].norm()
+    return _ring(cameras[0], centre, up, height, (e1, radius), (torch.linalg.cross(up, e1), radius), n_frames, "orbit")
+
+
+def _ground_frame(cameras: Sequence[Camera]) -> tuple[Tensor, Tensor, float, Tensor]:
+    """:func:`scene_centre`, the cameras' mean up direction (unit), their mean height above the centre along it,
+    and their offsets from the centre with that height taken out ``[C, 3]``: the plane orbits and ellipses lie in."""
     centre = scene_centre(cameras)
     positions, _, ups = _poses(cameras)
     up = ups.mean(0)
     up = up / up.norm()
     rel = positions - centre
     heights = rel @ up
-    horizontal = rel - heights[:, None] * up
-    radius = float(horizontal.norm(dim=1).mean())
-    height = float(heights.mean())
-    if radius < 1e-8:
-        raise DataError("trajectory: the cameras sit on the orbit axis; no circle to follow")
-    e1 = horizontal[0] / horizontal[0].norm()
-    e2 = torch.linalg.cross(up, e1)
+    return centre, up, float(heights.mean()), rel - heights[:, None] * up
+
+
+def _aimed(camera: Camera, eye: Tensor, target: Tensor, up: Tensor, name: str) -> Camera:
+    """``camera`` at ``eye`` looking at ``target``, ``up`` upwards in its image."""
+    viewmat = torch.from_numpy(look_at(eye.numpy(), target.numpy(), up.numpy())).float()
+    return replace(camera, viewmat=viewmat, name=name)
+
+
+def _ring(
+    camera: Camera,
+    centre: Tensor,
+    up: Tensor,
+    height: float,
+    first: tuple[Tensor, float],
+    second: tuple[Tensor, float],
+    n_frames: int,
+    prefix: str,
+) -> list[Camera]:
+    """``n_frames`` cameras evenly in angle on the ellipse ``a cos t e1 + b sin t e2`` (``first`` = (e1, a),
+    ``second`` = (e2, b)) at ``height`` above ``centre``, all looking at it."""
+    (e1, a), (e2, b) = first, second
     out = []
     for k in range(n_frames):
         angle = 2.0 * math.pi * k / n_frames
-        eye = centre + height * up + radius * (math.cos(angle) * e1 + math.sin(angle) * e2)
-        viewmat = torch.from_numpy(look_at(eye.numpy(), centre.numpy(), up.numpy())).float()
-        out.append(replace(cameras[0], viewmat=viewmat, name=f"orbit_{k:04d}"))
+        eye = centre + height * up + a * math.cos(angle) * e1 + b * math.sin(angle) * e2
+        out.append(_aimed(camera, eye, centre, up, f"{prefix}_{k:04d}"))
     return out
 
 
@@ -137,12 +162,7 @@ def ellipse_cameras(cameras: Sequence[Camera], n_frames: int = 120) -> list[Came
     (so a few far cameras do not stretch it), all looking at the centre."""
     if n_frames < 1:
         raise DataError(f"trajectory: need at least 1 frame, got {n_frames}")
-    centre = scene_centre(cameras)
-    positions, _, ups = _poses(cameras)
-    up = ups.mean(0) / ups.mean(0).norm()
-    rel = positions - centre
-    height = float((rel @ up).mean())
-    horizontal = rel - (rel @ up)[:, None] * up
+    centre, up, height, horizontal = _ground_frame(cameras)
     _, _, vh = torch.linalg.svd(horizontal, full_matrices=False)
     e1 = vh[0] - (vh[0] @ up) * up
     e1 = e1 / e1.norm()
@@ -151,13 +171,7 @@ def ellipse_cameras(cameras: Sequence[Camera], n_frames: int = 120) -> list[Came
     b = float(torch.quantile((horizontal @ e2).abs(), 0.9))
     if min(a, b) < 1e-8:
         raise DataError("trajectory ellipse: the cameras have no horizontal spread around the scene centre")
-    out = []
-    for k in range(n_frames):
-        angle = 2.0 * math.pi * k / n_frames
-        eye = centre + height * up + a * math.cos(angle) * e1 + b * math.sin(angle) * e2
-        viewmat = torch.from_numpy(look_at(eye.numpy(), centre.numpy(), up.numpy())).float()
-        out.append(replace(cameras[0], viewmat=viewmat, name=f"ellipse_{k:04d}"))
-    return out
+    return _ring(cameras[0], centre, up, height, (e1, a), (e2, b), n_frames, "ellipse")
 
 
 def spiral_cameras(cameras: Sequence[Camera], n_frames: int = 120, rotations: int = 2) -> list[Camera]:
@@ -189,8 +203,7 @@ def spiral_cameras(cameras: Sequence[Camera], n_frames: int = 120, rotations: in
         t = 2.0 * math.pi * rotations * k / n_frames
         offset = radii[0] * math.cos(t) * x + radii[1] * math.sin(t) * y + 0.5 * radii[2] * math.sin(t / rotations) * z
         eye = mean + offset
-        viewmat = torch.from_numpy(look_at(eye.numpy(), target.numpy(), (-y).numpy())).float()
-        out.append(replace(cameras[0], viewmat=viewmat, name=f"spiral_{k:04d}"))
+        out.append(_aimed(cameras[0], eye, target, -y, f"spiral_{k:04d}"))
     return out
 
 
