@@ -107,9 +107,8 @@ def run(args: argparse.Namespace) -> int:
     )
     ok = True
     for job, block in zip(jobs, mine, strict=True):
-        previous = read_status(runs, job.name)
-        fresh = stale_reason(previous, job.partition, job.exp_dir, job.name, manifest.path) is None
-        if args.resume and fresh and previous is not None and previous.state == "done" and job.ply.is_file():
+        previous = read_status(runs, job.name)  # a stale run holding a PLY was refused above, before any training
+        if args.resume and previous is not None and previous.state == "done" and job.ply.is_file():
             say(f"{job.name}: done already ({previous.seconds:.1f} s), skipped")
             continue
         if args.overwrite:
@@ -170,9 +169,8 @@ def summary(manifest, blocks: list, runs: Path, args: argparse.Namespace, whole_
         lines.append(f"rerun: {shlex.join([*again, '--only', ','.join(missing), '--resume'])}")
     else:
         when = "" if whole_job else " (once every task has finished)"
-        merged = (
-            manifest.root.parent / f"{manifest.root.name}_merged"
-        )  # outside the partition: merge_blocks.py says why
+        # outside the partition: merge_blocks.py refuses an output inside it, and says why
+        merged = manifest.root.parent / f"{manifest.root.name}_merged"
         merge = [sys.executable, "scripts/merge_blocks.py", "--manifest", str(manifest.path), "--runs", str(runs)]
         lines.append(f"next{when}: {shlex.join([*merge, '--out', str(merged)])}")
     return "\n".join(lines)
