@@ -30,10 +30,16 @@ def _model(n=300):
     return model
 
 
-def test_default_writes_only_the_ply(tmp_path):
-    hook = PlyExportHook(PlyExportHook.Config())
-    hook.trainer = _Trainer(_model(), tmp_path)
+def _exported(trainer: _Trainer, **options) -> PlyExportHook:
+    """A PlyExportHook with ``options`` on ``trainer`` after its end-of-training export."""
+    hook = PlyExportHook(PlyExportHook.Config(**options))
+    hook.trainer = trainer
     hook.after_train()
+    return hook
+
+
+def test_default_writes_only_the_ply(tmp_path):
+    _exported(_Trainer(_model(), tmp_path))
     assert [p.name for p in tmp_path.iterdir()] == ["point_cloud.ply"]
 
 
@@ -68,9 +74,7 @@ def test_all_formats_at_the_end_and_in_snapshots(tmp_path):
 
 def test_ply_spz_sog_and_glb(tmp_path):
     model = _model()
-    hook = PlyExportHook(PlyExportHook.Config(formats=["ply", "spz", "sog", "glb"]))
-    hook.trainer = _Trainer(model, tmp_path)
-    hook.after_train()
+    hook = _exported(_Trainer(model, tmp_path), formats=["ply", "spz", "sog", "glb"])
     names = ["point_cloud.ply", "point_cloud.spz", "point_cloud.sog", "point_cloud.glb"]
     assert hook.paths == [tmp_path / name for name in names]
     means = model.params["means"].detach().double().numpy()
@@ -84,15 +88,12 @@ def test_ply_spz_sog_and_glb(tmp_path):
 def test_only_web_formats_and_an_empty_model(tmp_path):
     model = _model()
     trainer = _Trainer(model, tmp_path)
-    hook = PlyExportHook(PlyExportHook.Config(formats=["splat"]))
-    hook.trainer = trainer
-    hook.after_train()
+    hook = _exported(trainer, formats=["splat"])
     assert hook.path == tmp_path / "point_cloud.splat" and [p.name for p in tmp_path.iterdir()] == ["point_cloud.splat"]
     with torch.no_grad():
         model.params["opacities"].fill_(-10.0)  # alpha 4.5e-5: the compressed format stores none of them
-    hook = PlyExportHook(PlyExportHook.Config(filename="c.ply", formats=["ply_compressed"]))
-    hook.trainer = trainer
-    hook.after_train()  # a finished run is not failed by an export that has nothing to store
+    # a finished run is not failed by an export that has nothing to store
+    hook = _exported(trainer, filename="c.ply", formats=["ply_compressed"])
     assert hook.path is None and not (tmp_path / "c.compressed.ply").exists()
     assert "no Gaussians left to export" in trainer.printed[0]
 
@@ -108,9 +109,7 @@ def test_bad_formats_are_config_errors(formats, message):
 def test_spz_precision_lost_to_a_stray_is_printed(tmp_path):
     model = _model()
     trainer = _Trainer(model, tmp_path)
-    hook = PlyExportHook(PlyExportHook.Config(formats=["spz"]))
-    hook.trainer = trainer
-    hook.after_train()
+    hook = _exported(trainer, formats=["spz"])
     assert trainer.printed == []  # spz's own 12 bits: nothing to say at the end of a run
     with torch.no_grad():
         model.params["means"][0] = torch.tensor([1.0e5, 0.0, 0.0])
