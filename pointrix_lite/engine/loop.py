@@ -62,43 +62,58 @@ def graceful_sigint(trainer: LoopTrainer) -> Iterator[None]:
 def train_loop(trainer: LoopTrainer) -> None:
     """Train until ``trainer.max_steps``; validate every ``trainer.val_interval`` steps; then the
     ``after_train`` site (the export end phase)."""
-    cfg = trainer.cfg.trainer
     trainer.call_hook("before_train")
-    start = time.perf_counter()
-    try:
-        with graceful_sigint(trainer):
-            while trainer.global_step < cfg.max_steps:
-                trainer.model.train()
-                trainer.call_hook("before_train_epoch")
-                n_batches = 0
-                for batch_idx, batch in enumerate(trainer.datapipeline.batches_for_epoch(trainer.epoch)):
-                    n_batches += 1
-                    trainer.call_hook("before_train_iter", batch_idx=batch_idx, batch=batch)
-                    trainer.train_step(batch)
-                    trainer.global_step += 1
-                    # Kept current every step: checkpoints saved inside the loop store it.
-                    now = time.perf_counter()
-                    trainer.train_seconds, start = trainer.train_seconds + now - start, now
-                    trainer.call_hook("after_train_iter", batch_idx=batch_idx, batch=batch)
-                    if cfg.val_interval > 0 and trainer.global_step % cfg.val_interval == 0 and trainer.is_main_process:
-                        trainer.validation()
-                    # Ranks must stop at the same step: a Ctrl-C may reach them at different times.
-                    if distributed.any_rank(trainer.state.stop_requested):
-                        raise KeyboardInterrupt
-                    if trainer.global_step >= cfg.max_steps:
-                        break
-                else:  # the epoch ran to its end (not cut short by max_steps)
-                    if n_batches == 0:
-                        raise DataError("dataset: the data pipeline yielded no training batches (no train views?)")
-                    trainer.epoch += 1
-                trainer.call_hook("after_train_epoch")
-    finally:
-        trainer.train_seconds += time.perf_counter() - start
+    with graceful_sigint(trainer):
+        for _ in steps(trainer):
+            # Ranks must stop at the same step: a Ctrl-C may reach them at different times.
+            if distributed.any_rank(trainer.state.stop_requested):
+                raise KeyboardInterrupt
     # Training is finished from here on: a Ctrl-C in the export keeps the steps trained, and a
     # resumed run at this step skips the export once it is recorded.
     trainer.state.phase = "export"
     with trainer.end_phases.record("export", trainer.global_step):
         trainer.call_hook("after_train")
+
+
+def steps(trainer: LoopTrainer) -> Iterator[dict[str, Any]]:
+    """Train one step per ``next()`` until ``trainer.max_steps``, yielding its loss terms.
+
+    Each step runs its iteration hooks and the periodic validation before it is yielded, so a
+    caller that steps the trainer itself (nerfbaselines' ``train_iteration``) trains exactly as
+    :func:`train_loop` does. Time spent by the caller between steps is not training time.
+    """
+    cfg = trainer.cfg.trainer
+    start: float | None = time.perf_counter()
+    try:
+        while trainer.global_step < cfg.max_steps:
+            trainer.model.train()
+            trainer.call_hook("before_train_epoch")
+            n_batches = 0
+            for batch_idx, batch in enumerate(trainer.datapipeline.batches_for_epoch(trainer.epoch)):
+                n_batches += 1
+                trainer.call_hook("before_train_iter", batch_idx=batch_idx, batch=batch)
+                loss_dict = trainer.train_step(batch)
+                trainer.global_step += 1
+                # Kept current every step: checkpoints saved inside the loop store it.
+                now = time.perf_counter()
+                trainer.train_seconds, start = trainer.train_seconds + now - start, now
+                trainer.call_hook("after_train_iter", batch_idx=batch_idx, batch=batch)
+                if cfg.val_interval > 0 and trainer.global_step % cfg.val_interval == 0 and trainer.is_main_process:
+                    trainer.validation()
+                trainer.train_seconds += time.perf_counter() - start
+                start = None  # the caller's time between steps is not training time
+                yield loss_dict
+                start = time.perf_counter()
+                if trainer.global_step >= cfg.max_steps:
+                    break
+            else:  # the epoch ran to its end (not cut short by max_steps)
+                if n_batches == 0:
+                    raise DataError("dataset: the data pipeline yielded no training batches (no train views?)")
+                trainer.epoch += 1
+            trainer.call_hook("after_train_epoch")
+    finally:
+        if start is not None:
+            trainer.train_seconds += time.perf_counter() - start
 
 
 def train_step(trainer: LoopTrainer, batch: list) -> dict[str, Any]:
