@@ -79,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--frames", type=int, default=120, help="frames on the camera path (default 120)")
     p.add_argument("--fps", type=int, default=30, help="video frame rate (default 30)")
     p.add_argument("--video", choices=("mp4", "gif"), default="mp4", help="video format (default mp4)")
+    p.add_argument(
+        "--outputs",
+        default="rgb",
+        help="with the test split: what to write, of rgb, depth, normal (the Gaussians'), normal_depth "
+        "(comma-separated; default rgb): renders/test/<kind>/<view>.png and .npy (docs/geometry.md)",
+    )
     add_plugin_option(p)
     return p
 
@@ -225,6 +231,9 @@ def run(args: argparse.Namespace) -> int:
     if args.trajectory and args.camera_path:
         raise ConfigError("--trajectory builds a path, --camera-path reads one: pass one")
     kind = args.trajectory or ("path" if args.camera_path else None)
+    maps = output_kinds(args.outputs)
+    if maps and kind is not None:
+        raise ConfigError("--outputs depth/normal go with the test split, not with --trajectory or --camera-path")
     if args.exp_dir is None or args.out is not None:  # into the run's own folder: re-rendering it is the point
         clear_render_out(args.out or args.ply.with_name(f"{args.ply.stem}_render"), kind, args.video, args.overwrite)
     load_components(args.plugin)
@@ -240,6 +249,8 @@ def run(args: argparse.Namespace) -> int:
     if not trainer.dataset.test_views:
         raise DataError("the data set has no test views (eval: false?); nothing to render")
     report = trainer.test()
+    if maps:
+        write_test_maps(trainer, out / "renders" / "test", maps)
     if args.ply is not None:
         # No training happened here: say where the Gaussians came from instead of a step count.
         report.update(steps=None, train_seconds=None, source=str(args.ply))
@@ -247,6 +258,34 @@ def run(args: argparse.Namespace) -> int:
     write_report(out)
     print(format_summary(out, ply=args.ply))
     return 0
+
+
+def output_kinds(text: str) -> tuple[str, ...]:
+    """The geometry maps ``--outputs`` asks for besides rgb (the test renders are always written)."""
+    from ..geometry.maps import MAP_KINDS
+
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in ("rgb", *MAP_KINDS)]
+    if unknown or not kinds:
+        raise ConfigError(
+            f"--outputs: unknown {', '.join(unknown) or 'empty list'}; choose from rgb, {', '.join(MAP_KINDS)}"
+        )
+    return tuple(k for k in MAP_KINDS if k in kinds)
+
+
+def write_test_maps(trainer: Any, folder: Path, kinds: tuple[str, ...]) -> None:
+    """Depth / normal maps of every test view, under the file names the test renders got."""
+    from ..geometry.maps import save_maps, view_maps
+    from ..progress import phase
+
+    trainer.model.eval()
+    views = list(trainer.dataset.test_views)
+    with torch.no_grad(), phase("geometry maps", total=len(views), unit="views") as advance:
+        for view in views:
+            maps = view_maps(trainer.model, trainer.renderer, view.camera, trainer.dataset.background)
+            stem = Path(trainer.render_files.get(view.name, f"{view.name}.png")).stem
+            save_maps(maps, folder, stem, kinds)
+            advance()
 
 
 def main(argv: list[str] | None = None) -> int:

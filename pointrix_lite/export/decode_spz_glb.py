@@ -15,9 +15,10 @@ import numpy as np
 from torch import Tensor
 
 from ..errors import DataError
+from ..io.gltf import GLB_MAGIC
 from .axes import RDF_TO_LUF, SPZ_FRAMES, flip_axes
 from .decode import SH_C0, _params
-from .glb import EXTENSION, GLB_MAGIC
+from .glb import EXTENSION
 from .spz import COLOR_SCALE, SPZ_MAGIC
 
 

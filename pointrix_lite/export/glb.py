@@ -24,20 +24,17 @@ exporters of pre-trained data; the node carries no transform.
 
 from __future__ import annotations
 
-import json
-import struct
 from collections.abc import Mapping
 from typing import IO
 
 import numpy as np
 from torch import Tensor
 
+from ..io.gltf import ARRAY_BUFFER, FLOAT, glb_container
 from .axes import RDF_TO_LUF, flip_axes
 
 EXTENSION = "KHR_gaussian_splatting"
 SH_C0 = 0.28209479177387814
-GLB_MAGIC, JSON_CHUNK, BIN_CHUNK = 0x46546C67, 0x4E4F534A, 0x004E4942
-FLOAT, ARRAY_BUFFER = 5126, 34962
 _TYPES = {1: "SCALAR", 3: "VEC3", 4: "VEC4"}
 
 
@@ -68,11 +65,6 @@ def splat_attributes(params: Mapping[str, Tensor]) -> dict[str, np.ndarray]:
     return {name: np.ascontiguousarray(a, dtype="<f4") for name, a in attrs.items()}
 
 
-def _chunk(kind: int, data: bytes, pad: bytes) -> bytes:
-    data += pad * (-len(data) % 4)  # chunks are 4-byte aligned
-    return struct.pack("<II", len(data), kind) + data
-
-
 def glb_bytes(params: Mapping[str, Tensor]) -> bytes:
     """The ``.glb`` file of RDF ``params``."""
     attrs = splat_attributes(params)
@@ -101,9 +93,7 @@ def glb_bytes(params: Mapping[str, Tensor]) -> bytes:
         "bufferViews": views,
         "accessors": accessors,
     }
-    body = _chunk(JSON_CHUNK, json.dumps(gltf, separators=(",", ":")).encode(), b" ")
-    body += _chunk(BIN_CHUNK, b"".join(blobs), b"\0")
-    return struct.pack("<III", GLB_MAGIC, 2, 12 + len(body)) + body
+    return glb_container(gltf, b"".join(blobs))
 
 
 def write_glb(params: Mapping[str, Tensor], f: IO[bytes]) -> None:

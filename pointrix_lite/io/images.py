@@ -119,6 +119,12 @@ def write_png(path: Path, image: np.ndarray) -> None:
     atomic_write(Path(path), lambda f: picture.save(f, format="PNG", compress_level=1), durable=False)
 
 
+def write_png16(path: Path, image: np.ndarray) -> None:
+    """Write an [H, W] uint16 array as a 16-bit greyscale PNG (depth maps), as :func:`write_png` writes."""
+    picture = Image.fromarray(np.ascontiguousarray(image, dtype=np.uint16))
+    atomic_write(Path(path), lambda f: picture.save(f, format="PNG", compress_level=1), durable=False)
+
+
 def load_all(items: Sequence[T], load: Callable[[T], R], advance: Callable[[], object]) -> list[R]:
     """``[load(item) for item in items]`` on a few threads, in order; ``advance()`` after each one.
 

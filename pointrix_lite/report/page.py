@@ -141,6 +141,8 @@ def _views_section(run: RunData, views: ShownViews | None, max_side: int) -> str
                 ("render", "render", view.render, None),
                 ("gt", "ground truth", view.gt, None),
                 ("error", "error map", error, COLOURS),
+                ("normal", "normals", view.maps.get("normal"), None),
+                ("depth", "depth", view.maps.get("depth"), None),
             )
             if image is not None
         ]

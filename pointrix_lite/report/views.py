@@ -40,6 +40,8 @@ class ViewImages:
     render: np.ndarray | None = None  # [h, w, 3] uint8 at the shown size
     gt: np.ndarray | None = None
     error: np.ndarray | None = None  # [h, w] float32: mean |render - gt| over RGB, in [0, 1], area-averaged
+    # render.py --outputs: "normal" / "depth" (depth as grey, near dark, over the view's own range), shown size
+    maps: dict[str, np.ndarray] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
 
@@ -134,7 +136,28 @@ def _read_view(renders: Path, name: str, max_side: int) -> tuple[ViewImages, np.
     full = render if render is not None else gt
     view.size = None if full is None else (full.shape[1], full.shape[0])
     view.render, view.gt = _shrink(render, max_side), _shrink(gt, max_side)
+    for kind in ("normal", "depth"):  # written only by render.py --outputs; absent is no problem
+        path = renders / kind / name
+        if path.is_file():
+            image = _depth_grey(path, view) if kind == "depth" else _read(path, kind, view)
+            if image is not None:
+                view.maps[kind] = _shrink(image, max_side)
     return view, histogram
+
+
+def _depth_grey(path: Path, view: ViewImages) -> np.ndarray | None:
+    """A 16-bit depth PNG as [H, W, 3] uint8 grey: its nearest surface black, its farthest white, no surface white."""
+    try:
+        depth = np.asarray(Image.open(path), dtype=np.float64)
+    except (OSError, ValueError) as exc:
+        view.problems.append(f"depth: {path.name} is not a readable PNG ({exc}).")
+        return None
+    seen = depth > 0
+    if not seen.any():
+        return np.full((*depth.shape, 3), 255, np.uint8)
+    lo, hi = depth[seen].min(), depth[seen].max()
+    grey = np.where(seen, (depth - lo) / max(hi - lo, 1e-9) * 255, 255)
+    return np.repeat(np.round(grey).astype(np.uint8)[..., None], 3, axis=2)
 
 
 def _shrink(image: np.ndarray | None, max_side: int) -> np.ndarray | None:

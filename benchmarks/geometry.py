@@ -1,0 +1,152 @@
+"""Mesh accuracy against the true surface: scripts/mesh.py's TSDF mesh of the demo scene, with its test PSNR.
+
+    python -m benchmarks geometry                            # trains configs/demo_colmap.yaml, then meshes it
+    python -m benchmarks geometry --exp-dir outputs/demo_colmap   # a run of the demo's COLMAP layout
+    python -m benchmarks geometry model.sh_degree=0          # overrides for the training run
+
+The demo scene is ray cast (``data/demo/raycast.py``), so its true surface is known: every training camera's
+rays are traced and their first hits are the reference points (the surface the cameras see). The mesh
+(``geometry.extract``: the training views' expected depth fused into a TSDF, marching cubes, the defaults of
+``scripts/mesh.py``) is sampled uniformly by area, as many points as the reference. Printed:
+
+- accuracy (mesh to true) and completeness (true to mesh), mean distances, and their mean, the Chamfer
+  distance; precision, recall and F-score at a threshold of 1 % of the true surface's bounding-box
+  diagonal (``--tau``), the usual figures of Tanks and Temples and the surface-reconstruction papers;
+- the rendered expected depth of the test views against the ray caster's depth: median absolute error
+  where both have a surface (alpha >= 0.5), as a share of the true depth;
+- the run's test PSNR and the extraction's time and peak memory.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks._common import REPO, add_run_arguments, cpu_name, load_average, parser
+
+CONFIG = "configs/demo_colmap.yaml"
+
+
+def train(out: Path, overrides: list[str]) -> Path:
+    """``scripts/train.py`` of the demo's COLMAP layout into ``out``; the run folder."""
+    cmd = [sys.executable, "scripts/train.py", "--config", CONFIG, f"output_dir={out}", "--overwrite", *overrides]
+    subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    return out / "demo_colmap"
+
+
+def true_surface(cams: list, stride: int = 1) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The ray caster's first hits through every ``stride``-th pixel of ``cams``: all points ``[N, 3]``, and
+    each camera's z-depth map (0 on a miss)."""
+    from pointrix_lite.data.demo.raycast import trace
+    from pointrix_lite.data.demo.scene import build_scene, camera_rays
+
+    prims = build_scene()
+    points, depths = [], []
+    for cam in cams:
+        v, u = np.meshgrid(np.arange(0, cam.height, stride) + 0.5, np.arange(0, cam.width, stride) + 0.5, indexing="ij")
+        o, d = camera_rays(cam, u.ravel(), v.ravel())
+        hits = trace(prims, o, d)
+        ok = np.isfinite(hits.t)
+        points.append(hits.points[ok])
+        z = (hits.points - o) @ cam.w2c[2, :3]  # distance along the optical axis
+        depths.append(np.where(ok, z, 0.0).reshape(u.shape))
+    return np.concatenate(points), depths
+
+
+def sample_mesh(verts: np.ndarray, faces: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
+    """``n`` points uniform by area on the triangles."""
+    rng = np.random.default_rng(seed)
+    a, b, c = (verts[faces[:, k]].astype(np.float64) for k in range(3))
+    area = 0.5 * np.linalg.norm(np.cross(b - a, c - a), axis=1)
+    tri = rng.choice(len(faces), size=n, p=area / area.sum())
+    r1, r2 = rng.random(n), rng.random(n)
+    s = np.sqrt(r1)
+    return (1 - s)[:, None] * a[tri] + (s * (1 - r2))[:, None] * b[tri] + (s * r2)[:, None] * c[tri]
+
+
+def surface_scores(mesh_pts: np.ndarray, true_pts: np.ndarray, tau: float) -> dict[str, float]:
+    from scipy.spatial import cKDTree
+
+    acc = cKDTree(true_pts).query(mesh_pts, workers=-1)[0]
+    comp = cKDTree(mesh_pts).query(true_pts, workers=-1)[0]
+    precision, recall = float((acc < tau).mean()), float((comp < tau).mean())
+    f = 2 * precision * recall / max(precision + recall, 1e-12)
+    return {
+        "accuracy": float(acc.mean()),
+        "completeness": float(comp.mean()),
+        "chamfer": float((acc.mean() + comp.mean()) / 2),
+        "precision": precision,
+        "recall": recall,
+        "fscore": f,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser(__name__, __doc__)
+    add_run_arguments(p, __name__)
+    p.add_argument("--exp-dir", type=Path, help="mesh this run of the demo's COLMAP layout instead of training one")
+    p.add_argument("--tau", type=float, default=0.01, help="F-score threshold, share of the surface's bbox diagonal")
+    p.add_argument("--resolution", type=int, default=256, help="as scripts/mesh.py --resolution")
+    args = p.parse_args(argv)
+    print(f"CPU: {cpu_name()}; load {load_average()}")
+    exp_dir = args.exp_dir or train(args.out, args.overrides)
+
+    import torch
+
+    from pointrix_lite.cli.common import load_components, open_experiment
+    from pointrix_lite.data.demo.scene import camera_ring
+    from pointrix_lite.geometry.extract import fuse, render_views, scene_box
+    from pointrix_lite.geometry.maps import view_maps
+
+    load_components([])
+    ev = open_experiment(exp_dir, out=Path(args.out) / "mesh_eval")
+    ev.model.eval()
+    cams = {c.name: c for c in camera_ring()}
+    train_views, test_views = list(ev.dataset.train_views), list(ev.dataset.test_views)
+    start = time.perf_counter()
+    with torch.no_grad():
+        maps = render_views(ev.model, ev.renderer, [v.camera for v in train_views], ev.dataset.background)
+        lo, hi = scene_box(maps)
+        volume = fuse(maps, lo, hi, args.resolution)
+        verts, faces, _, _ = volume.extract_mesh()
+    seconds = time.perf_counter() - start
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    true_pts, _ = true_surface([cams[v.name] for v in train_views], stride=2)
+    diag = float(np.linalg.norm(true_pts.max(0) - true_pts.min(0)))
+    scores = surface_scores(sample_mesh(verts, faces, len(true_pts)), true_pts, args.tau * diag)
+
+    errors = []
+    _, true_depths = true_surface([cams[v.name] for v in test_views])
+    with torch.no_grad():
+        for view, true_depth in zip(test_views, true_depths):
+            m = view_maps(ev.model, ev.renderer, view.camera, ev.dataset.background)
+            depth, alpha = m["depth"].numpy(), m["alpha"].numpy()
+            both = (alpha >= 0.5) & (true_depth > 0)
+            errors.append(np.abs(depth[both] - true_depth[both]) / true_depth[both])
+    depth_err = float(np.median(np.concatenate(errors)))
+    psnr = json.loads((exp_dir / "metrics.json").read_text())["mean"]["psnr"]
+    g = volume.grid
+    print(f"run: {exp_dir} ({ev.model.num_gaussians:,} Gaussians, test PSNR {psnr:.2f} dB)")
+    print(
+        f"grid {g.dims[0]}x{g.dims[1]}x{g.dims[2]}, voxel {g.voxel:.4g}; mesh {len(verts):,} vertices, {len(faces):,} triangles"
+    )
+    print(
+        f"surface diagonal {diag:.3f}, tau = {args.tau:.0%} = {args.tau * diag:.4f}; {len(true_pts):,} reference points"
+    )
+    print(
+        f"demo mesh: F-score {scores['fscore']:.3f} (precision {scores['precision']:.3f}, recall {scores['recall']:.3f}) "
+        f"at {args.tau:.0%} of the diagonal, Chamfer {scores['chamfer']:.4f} (accuracy {scores['accuracy']:.4f}, "
+        f"completeness {scores['completeness']:.4f}); test depth error {100 * depth_err:.2f}% (median); "
+        f"test PSNR {psnr:.2f} dB; extraction {seconds:.1f} s, peak {peak_gb:.2f} GB"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

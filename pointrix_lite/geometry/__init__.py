@@ -1,0 +1,2 @@
+"""Geometry out of a trained model: depth and normal maps (``maps.py``), TSDF fusion and marching cubes
+(``tsdf.py``), and the stages of ``scripts/mesh.py`` (``extract.py``). docs/geometry.md says how to use them."""

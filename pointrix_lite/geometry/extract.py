@@ -1,0 +1,133 @@
+"""A trained scene's surface: its training views' depth fused into a TSDF, a mesh and a point cloud.
+
+The stages of ``scripts/mesh.py``, each a function: :func:`render_views` (depth, alpha, colour and normals
+of every training view), :func:`scene_box` (where the surface is: the views' depth back-projected, the far
+background cut off), :func:`fuse` (the TSDF over that box) and :func:`surface_points` (the views' points the
+fused surface agrees with).
+
+**Unbounded scenes are cropped**: a pixel farther than ``far`` times its view's median depth (sky, distant
+background, the far shell of Gaussians ``model.seeding.sky`` adds) is neither fused nor counted in the box,
+so the grid's voxels go to the scene the cameras look at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .maps import backproject, view_maps
+from .tsdf import DEFAULT_MAX_VOXELS, Grid, TSDFVolume
+
+
+@dataclass
+class ViewDepth:
+    """One view's maps for fusion: ``depth [H,W]`` (0 = not fused), ``confidence [H,W]``, ``rgb [H,W,3]``,
+    ``normal [H,W,3]`` (world frame), with the camera's ``K [3,3]`` and ``viewmat [4,4]``."""
+
+    depth: Tensor
+    confidence: Tensor
+    rgb: Tensor
+    normal: Tensor
+    K: Tensor
+    viewmat: Tensor
+
+    def points(self) -> tuple[Tensor, Tensor, Tensor]:
+        """World points ``[M,3]``, colours ``[M,3]`` and normals ``[M,3]`` of the pixels with depth."""
+        keep = self.depth > 0
+        cam = backproject(self.depth, self.K)[keep]
+        R, t = self.viewmat[:3, :3], self.viewmat[:3, 3]
+        return (cam - t) @ R, self.rgb[keep], self.normal[keep]
+
+
+def render_views(
+    model: object,
+    renderer: object,
+    cameras: Iterable[object],
+    background: object,
+    min_alpha: float = 0.5,
+    far: float = 3.0,
+    advance: Callable[[], object] = lambda: None,
+) -> list[ViewDepth]:
+    """Every camera's :class:`ViewDepth`: expected depth where alpha >= ``min_alpha`` and the depth is within
+    ``far`` x the view's median depth; confidence = alpha there."""
+    out = []
+    for camera in cameras:
+        maps = view_maps(model, renderer, camera, background)
+        depth, alpha = maps["depth"].cpu(), maps["alpha"].cpu()
+        keep = (alpha >= min_alpha) & (depth > 0)
+        if keep.any():
+            keep &= depth <= far * depth[keep].median()
+        viewmat = camera.viewmat.float().cpu()
+        out.append(
+            ViewDepth(
+                depth=torch.where(keep, depth, torch.zeros_like(depth)),
+                confidence=torch.where(keep, alpha, torch.zeros_like(alpha)),
+                rgb=maps["rgb"].cpu().clamp(0, 1),
+                normal=maps["normal_depth"].cpu() @ viewmat[:3, :3],  # camera -> world: R^T n, as rows
+                K=camera.K.float().cpu(),
+                viewmat=viewmat,
+            )
+        )
+        advance()
+    return out
+
+
+def scene_box(views: list[ViewDepth], margin: float = 0.05, percentile: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """The box holding the views' depth points (``percentile``..``100 - percentile`` on each axis, grown by
+    ``margin`` of its size on each side). Raises ValueError when no view has depth."""
+    sample = []
+    for v in views:
+        pts, _, _ = v.points()
+        if len(pts):
+            step = max(1, len(pts) // 20_000)  # a sample per view keeps the percentiles cheap
+            sample.append(pts[::step])
+    if not sample:
+        raise ValueError("no view has depth where alpha >= min_alpha: nothing to mesh")
+    pts = torch.cat(sample).double().numpy()
+    lo, hi = np.percentile(pts, percentile, axis=0), np.percentile(pts, 100 - percentile, axis=0)
+    pad = margin * (hi - lo).max()
+    return lo - pad, hi + pad
+
+
+def fuse(
+    views: list[ViewDepth],
+    lo: np.ndarray,
+    hi: np.ndarray,
+    resolution: int = 256,
+    voxel: float | None = None,
+    trunc: float | None = None,
+    max_voxels: int = DEFAULT_MAX_VOXELS,
+    advance: Callable[[], object] = lambda: None,
+) -> TSDFVolume:
+    """The TSDF of ``views`` over the box ``lo``..``hi``: ``voxel`` (default: the box's longest side /
+    ``resolution``), ``trunc`` (default 4 voxels), at most ``max_voxels`` voxels."""
+    voxel = voxel or float((np.asarray(hi) - np.asarray(lo)).max()) / resolution
+    volume = TSDFVolume(Grid.covering(lo, hi, voxel, max_voxels), trunc)
+    for v in views:
+        volume.integrate(v.depth, v.K, v.viewmat, v.rgb, v.confidence)
+        advance()
+    return volume
+
+
+def surface_points(
+    views: list[ViewDepth], volume: TSDFVolume, max_points: int = 500_000, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(xyz [N,3] float32, rgb [N,3] uint8, normals [N,3] float32)``: the views' depth points that lie on
+    the fused surface (within half the truncation band of its zero level, in an observed voxel), which
+    drops what only one view put there; at most ``max_points``, drawn uniformly."""
+    pts, rgb, nrm = (torch.cat(parts) for parts in zip(*(v.points() for v in views)))
+    if len(pts) > 4 * max_points:  # test a uniform share only: four candidates for each point kept
+        pick = torch.randperm(len(pts), generator=torch.Generator().manual_seed(seed))[: 4 * max_points]
+        pts, rgb, nrm = pts[pick], rgb[pick], nrm[pick]
+    tsdf, weight = volume.sample(pts)
+    keep = (tsdf.abs() <= 0.5) & (weight > 0)
+    pts, rgb, nrm = pts[keep], rgb[keep], nrm[keep]
+    if len(pts) > max_points:
+        pick = torch.randperm(len(pts), generator=torch.Generator().manual_seed(seed + 1))[:max_points]
+        pts, rgb, nrm = pts[pick], rgb[pick], nrm[pick]
+    colors = (rgb * 255).round().to(torch.uint8)
+    return pts.float().numpy(), colors.numpy(), nrm.float().numpy()

@@ -1,0 +1,53 @@
+"""scripts/mesh.py on the shared short demo run: files that other readers open, on the true surface."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import trimesh
+from plyfile import PlyData
+from scipy.spatial import cKDTree
+
+from benchmarks.geometry import true_surface
+from pointrix_lite.cli.mesh import main as mesh_main
+from pointrix_lite.data.demo.scene import camera_ring
+
+
+def test_mesh_files_reread_and_on_the_true_surface(trained_run, tmp_path, capsys):
+    out = tmp_path / "geometry"
+    args = ["--exp-dir", str(trained_run.exp_dir), "--out", str(out), "--resolution", "96", "--points", "20000"]
+    assert mesh_main(args) == 0
+    printed = capsys.readouterr().out
+    n_verts, n_faces = (
+        int(x.replace(",", "")) for x in re.search(r"mesh: ([\d,]+) vertices, ([\d,]+) triangles", printed).groups()
+    )
+    n_points = int(re.search(r"points: ([\d,]+) on the surface", printed).group(1).replace(",", ""))
+
+    ply = trimesh.load(out / "mesh.ply", process=False)
+    assert (len(ply.vertices), len(ply.faces)) == (n_verts, n_faces) and n_faces > 1000
+    assert ply.visual.vertex_colors.shape == (n_verts, 4)
+    glb = trimesh.load(out / "mesh.glb", force="mesh", process=False)
+    assert (len(glb.vertices), len(glb.faces)) == (n_verts, n_faces)
+    # glTF is +y up: the same vertices turned 180 degrees about z
+    np.testing.assert_allclose(glb.vertices, ply.vertices * [-1, -1, 1], atol=1e-5)
+    points = PlyData.read(out / "points.ply")["vertex"]
+    assert points.count == n_points > 1000 and {"nx", "red"} <= set(points.data.dtype.names)
+
+    # on the scene's surface: the ray caster's first hits from the demo's cameras (the model's own frame)
+    truth, _ = true_surface(camera_ring()[::4], stride=4)
+    diag = np.linalg.norm(truth.max(0) - truth.min(0))
+    distance = cKDTree(truth).query(np.asarray(ply.vertices))[0]
+    assert np.median(distance) < 0.01 * diag, np.median(distance) / diag
+
+    # an existing output is refused in one line unless --overwrite
+    assert mesh_main(args) == 2
+    assert "already holds mesh.ply, mesh.glb, points.ply; pass --overwrite" in capsys.readouterr().err
+    assert mesh_main([*args, "--overwrite"]) == 0
+
+
+def test_bad_options_are_one_line(trained_run, capsys):
+    assert mesh_main(["--exp-dir", str(trained_run.exp_dir), "--resolution", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --resolution: must be > 0, got 0"
+    assert mesh_main(["--exp-dir", str(trained_run.exp_dir), "--min-alpha", "1.5"]) == 2
+    assert "--min-alpha: must be in [0, 1)" in capsys.readouterr().err

@@ -1,0 +1,54 @@
+"""render.py --outputs depth,normal,normal_depth on the shared short demo run, against the ray caster."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from PIL import Image
+
+from benchmarks.geometry import true_surface
+from pointrix_lite.cli.render import main as render_main
+from pointrix_lite.data.demo.scene import camera_ring
+from tests.integration.conftest import SCALE
+
+
+def test_depth_and_normal_maps(trained_run, tmp_path, capsys):
+    out = tmp_path / "maps"
+    args = ["--exp-dir", str(trained_run.exp_dir), "--out", str(out), "--outputs", "rgb,depth,normal,normal_depth"]
+    assert render_main(args) == 0
+    capsys.readouterr()
+    folder = out / "renders" / "test"
+    names = sorted(p.stem for p in (folder / "render").glob("*.png"))
+    cams = {c.name: c for c in camera_ring()}
+    errors = []
+    for name in names:
+        depth = np.load(folder / "depth" / f"{name}.npy")
+        png = np.asarray(Image.open(folder / "depth" / f"{name}.png"))
+        assert png.dtype == np.uint16 and np.abs(png / 1000.0 - depth).max() <= 0.0005 + 1e-6  # millimetres
+        for kind in ("normal", "normal_depth"):
+            n = np.load(folder / kind / f"{name}.npy")
+            length = np.linalg.norm(n, axis=-1)
+            assert np.all((np.abs(length - 1) < 1e-3) | (length == 0))
+        # the ray caster's depth of the same camera, at the run's scale (dataset.scale)
+        c = cams[name]
+        cam = replace(
+            c,
+            fx=c.fx / SCALE,
+            fy=c.fy / SCALE,
+            cx=c.cx / SCALE,
+            cy=c.cy / SCALE,
+            width=c.width // SCALE,
+            height=c.height // SCALE,
+        )
+        _, (truth,) = true_surface([cam])
+        both = (depth > 0) & (truth > 0)
+        errors.append(np.abs(depth[both] - truth[both]) / truth[both])
+    assert np.median(np.concatenate(errors)) < 0.02
+    page = (out / "report.html").read_text()
+    assert page.count('data-kind="depth"') == page.count('data-kind="normal"') == len(names)
+
+
+def test_outputs_is_checked(trained_run, capsys):
+    assert render_main(["--exp-dir", str(trained_run.exp_dir), "--outputs", "rgb,height"]) == 2
+    assert "--outputs: unknown height; choose from rgb, depth, normal, normal_depth" in capsys.readouterr().err
