@@ -30,7 +30,7 @@ from typing import IO
 import numpy as np
 from torch import Tensor
 
-from ..io.gltf import ARRAY_BUFFER, FLOAT, glb_container
+from ..io.gltf import ARRAY_BUFFER, FLOAT, one_mesh_glb
 from .axes import RDF_TO_LUF, flip_axes
 
 EXTENSION = "KHR_gaussian_splatting"
@@ -82,18 +82,7 @@ def glb_bytes(params: Mapping[str, Tensor]) -> bytes:
         "mode": 0,
         "extensions": {EXTENSION: {"kernel": "ellipse", "colorSpace": "srgb_rec709_display"}},
     }
-    gltf = {
-        "asset": {"version": "2.0", "generator": "pointrix_lite"},
-        "extensionsUsed": [EXTENSION],
-        "scene": 0,
-        "scenes": [{"nodes": [0]}],
-        "nodes": [{"mesh": 0}],
-        "meshes": [{"primitives": [primitive]}],
-        "buffers": [{"byteLength": offset}],
-        "bufferViews": views,
-        "accessors": accessors,
-    }
-    return glb_container(gltf, b"".join(blobs))
+    return one_mesh_glb(primitive, views, accessors, b"".join(blobs), [EXTENSION])
 
 
 def write_glb(params: Mapping[str, Tensor], f: IO[bytes]) -> None:

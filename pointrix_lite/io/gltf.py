@@ -25,3 +25,27 @@ def glb_container(gltf: dict[str, Any], binary: bytes) -> bytes:
     body = _chunk(JSON_CHUNK, json.dumps(gltf, separators=(",", ":")).encode(), b" ")
     body += _chunk(BIN_CHUNK, binary, b"\0")
     return struct.pack("<III", GLB_MAGIC, 2, 12 + len(body)) + body
+
+
+def one_mesh_glb(
+    primitive: dict[str, Any],
+    views: list[dict[str, Any]],
+    accessors: list[dict[str, Any]],
+    binary: bytes,
+    extensions_used: list[str] | None = None,
+) -> bytes:
+    """The ``.glb`` of one mesh with one ``primitive`` in one node of the default scene, its ``accessors`` over
+    ``views`` of the one buffer ``binary``: the document both writers make."""
+    gltf: dict[str, Any] = {"asset": {"version": "2.0", "generator": "pointrix_lite"}}
+    if extensions_used:
+        gltf["extensionsUsed"] = extensions_used
+    gltf.update(
+        scene=0,
+        scenes=[{"nodes": [0]}],
+        nodes=[{"mesh": 0}],
+        meshes=[{"primitives": [primitive]}],
+        buffers=[{"byteLength": len(binary)}],
+        bufferViews=views,
+        accessors=accessors,
+    )
+    return glb_container(gltf, binary)

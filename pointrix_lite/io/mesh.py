@@ -18,7 +18,7 @@ import numpy as np
 from plyfile import PlyData, PlyElement
 
 from .atomic import atomic_write
-from .gltf import ARRAY_BUFFER, ELEMENT_ARRAY_BUFFER, FLOAT, UNSIGNED_INT, glb_container
+from .gltf import ARRAY_BUFFER, ELEMENT_ARRAY_BUFFER, FLOAT, UNSIGNED_INT, one_mesh_glb
 
 _TURN = np.array([-1.0, -1.0, 1.0], np.float32)  # 180 degrees about z: COLMAP's axes -> glTF's
 
@@ -81,17 +81,7 @@ def mesh_glb_bytes(verts: np.ndarray, faces: np.ndarray, rgb: np.ndarray, normal
         accessors[0]["min"] = position.min(axis=0).tolist()
         accessors[0]["max"] = position.max(axis=0).tolist()
     primitive = {"attributes": {"POSITION": 0, "NORMAL": 1, "COLOR_0": 2}, "indices": 3, "mode": 4}
-    gltf = {
-        "asset": {"version": "2.0", "generator": "pointrix_lite"},
-        "scene": 0,
-        "scenes": [{"nodes": [0]}],
-        "nodes": [{"mesh": 0}],
-        "meshes": [{"primitives": [primitive]}],
-        "buffers": [{"byteLength": offset}],
-        "bufferViews": views,
-        "accessors": accessors,
-    }
-    return glb_container(gltf, b"".join(blobs))
+    return one_mesh_glb(primitive, views, accessors, b"".join(blobs))
 
 
 def write_mesh_glb(path: Path, verts: np.ndarray, faces: np.ndarray, rgb: np.ndarray, normals: np.ndarray) -> None:
