@@ -60,3 +60,16 @@ def fresh_run(exp_dir: Path) -> Path:
 
     clear_run(Path(exp_dir))
     return Path(exp_dir)
+
+
+def code_tree(against: str | None) -> tuple[str, Path] | None:
+    """``--against``: a folder holding ``pointrix_lite`` (e.g. a copy of the tree before a change) or a
+    git revision (checked out once, :mod:`benchmarks.revision`), as ``(label, tree)``; None for None."""
+    if against is None:
+        return None
+    path = Path(against)
+    if (path / "pointrix_lite").is_dir():
+        return str(path), path.resolve()
+    from benchmarks import revision  # here: revision imports this module
+
+    return revision.label(against), revision.tree_for(against)

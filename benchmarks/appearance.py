@@ -47,8 +47,7 @@ import numpy as np
 import yaml
 from PIL import Image
 
-from benchmarks import revision
-from benchmarks._common import REPO, cpu_name, load_average, parser
+from benchmarks._common import REPO, code_tree, cpu_name, load_average, parser
 from benchmarks.curves import CurveRun, print_curve_table, run_curves
 from benchmarks.datasets import scene_root
 
@@ -131,16 +130,6 @@ def run_config(
     path = scratch / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
-
-
-def code_tree(against: str | None) -> tuple[str, Path] | None:
-    """``--against``: a folder holding ``pointrix_lite`` (e.g. a copy of the tree before a change) or a git revision."""
-    if against is None:
-        return None
-    path = Path(against)
-    if (path / "pointrix_lite").is_dir():
-        return str(path), path.resolve()
-    return revision.label(against), revision.tree_for(against)
 
 
 def step_time(args: argparse.Namespace, spoiled: Path, repaired: Path, other: tuple[str, Path] | None) -> None:

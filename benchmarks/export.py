@@ -1,21 +1,38 @@
-"""Sizes and rendered quality of each export format, measured on one trained experiment.
+"""Sizes and rendered quality of each export format on a trained experiment; SOG export time.
 
-For every format: export the experiment's checkpoint, decode the file as a viewer would
-(``pointrix_lite.export.decode``), render the test split from the decoded Gaussians with the
+    python -m benchmarks export --exp-dir outputs/demo
+    python -m benchmarks export --sizes 100000 1000000                  # SOG export seconds, this tree
+    python -m benchmarks export --sizes 100000 --against main [--record]  # ... and REV's, side by side
+
+``--exp-dir``: for every format, export the experiment's checkpoint, decode the file as a viewer
+would (``pointrix_lite.export.decode``), render the test split from the decoded Gaussians with the
 experiment's own renderer and compare the PSNR / SSIM with the full PLY's. Nothing is written into
 the experiment folder.
 
-    python -m benchmarks export --exp-dir outputs/demo
+``--sizes``: SOG export (``write_sog``, the SH palette fit most of it) of a seeded synthetic SH-3
+model of each size, timed in a fresh process of this tree and, with ``--against``, of REV's tree (a
+git revision or a folder holding ``pointrix_lite``), one after the other, then their ratio and each
+file's decoded SH-rest RMS error. The synthetic SH rest imitates a trained model's: small, decaying
+with the band, the three colours alike, per-Gaussian magnitudes log-normal. REV skips sizes above
+``--against-max`` (its k-means takes hours at a million): "not run", nothing extrapolated.
+``--record`` stores one row per size in benchmarks/results/export_sog.json (docs/results.md).
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks._common import parser
+from benchmarks import workers
+from benchmarks._common import REPO, code_tree, cpu_name, load_average, parser
+
+RECORDS_ITSELF = True  # --sizes rows are structured; --exp-dir runs take the generic --record
+SH_DEGREE = 3
+AGAINST_MAX = 200_000  # REV's largest size by default: the old full-data k-means runs for minutes at 100k
 
 
 def readers() -> dict[str, Callable[[Path], dict]]:
@@ -35,12 +52,152 @@ def readers() -> dict[str, Callable[[Path], dict]]:
     }
 
 
+def synthetic_model(n: int, seed: int = 0) -> dict:
+    """``n`` seeded RDF Gaussians of SH degree 3 as float32 tensors (see the module docstring)."""
+    import numpy as np
+    import torch
+
+    rng = np.random.default_rng(seed)
+    band = np.repeat([0.15, 0.08, 0.04], [3, 5, 7])[None, :, None]  # rest coefficients of bands 1, 2, 3
+    shared = rng.standard_normal((n, 15, 1)) * band
+    rest = (shared + 0.3 * shared * rng.standard_normal((n, 15, 3))) * np.exp(0.7 * rng.standard_normal((n, 1, 1)))
+    params = {
+        "means": rng.standard_normal((n, 3)) * 3,
+        "scales": rng.standard_normal((n, 3)) - 4,
+        "quats": rng.standard_normal((n, 4)),
+        "opacities": rng.standard_normal(n) * 2,
+        "sh0": rng.standard_normal((n, 1, 3)) * 0.5,
+        "shN": rest,
+    }
+    return {k: torch.from_numpy(v).float() for k, v in params.items()}
+
+
+def sog_worker(spec: dict) -> dict:
+    """Worker (:mod:`benchmarks.workers`): seconds of ``write_sog`` on ``synthetic_model(spec["n"])`` in
+    the tree under test, the file's bytes and its decoded SH rest's RMS error (None where the tree has no
+    SOG decoder)."""
+    import io
+
+    import numpy as np
+
+    from pointrix_lite.export.sog import morton_order, write_sog
+
+    params = synthetic_model(spec["n"], spec["seed"])
+    out = io.BytesIO()
+    start = time.perf_counter()
+    write_sog(params, out)
+    seconds = time.perf_counter() - start
+    rms = None
+    try:
+        from pointrix_lite.export.decode_sog import read_sog
+    except ImportError:
+        read_sog = None
+    if read_sog is not None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "m.sog"
+            path.write_bytes(out.getvalue())
+            decoded = read_sog(path)["shN"].double().numpy()
+        source = params["shN"].double().numpy()[morton_order(params["means"].double().numpy())]  # the file's order
+        rms = float(np.sqrt(((decoded - source) ** 2).mean()))
+    return {"seconds": seconds, "bytes": len(out.getvalue()), "rms": rms}
+
+
+def _sog_run(tree: Path, n: int, seed: int) -> dict:
+    proc = workers.run("benchmarks.export:sog_worker", {"n": n, "seed": seed}, tree)
+    found = workers.results(proc.stdout)
+    if proc.returncode != 0 or not found:
+        raise SystemExit(f"error: SOG export of {n:,} Gaussians in {tree} failed: {workers.stderr_tail(proc)}")
+    return found[-1]
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "not run" if value is None else format(value, spec)
+
+
+def sog_timing(args: argparse.Namespace, argv: list[str]) -> int:
+    """``--sizes``: SOG export seconds per size, this tree and ``--against``'s (module docstring)."""
+    other = code_tree(args.against)
+    rows = []
+    for n in args.sizes:
+        mine = _sog_run(REPO, n, args.seed)
+        theirs = _sog_run(other[1], n, args.seed) if other and n <= args.against_max else None
+        rows.append((n, mine, theirs))
+        print(
+            f"  {n:,} Gaussians: {mine['seconds']:.1f} s"
+            + (f", {other[0]} {theirs['seconds']:.1f} s" if theirs else ""),
+            flush=True,
+        )
+    name = other[0] if other else "-"
+    print(f"\nSOG export, synthetic SH-{SH_DEGREE} models ({cpu_name()}, load {load_average()})")
+    print(f"{'Gaussians':>10}{'s':>9}{'shN RMS':>10}{'  against':<24}{'s':>9}{'shN RMS':>10}{'speed-up':>10}")
+    for n, mine, theirs in rows:
+        old_s = theirs["seconds"] if theirs else None
+        old_rms = theirs["rms"] if theirs else None
+        ratio = f"{old_s / mine['seconds']:.1f}x" if old_s else "not run" if other else "-"
+        print(
+            f"{n:>10,}{mine['seconds']:>9.1f}{_fmt(mine['rms'], '.5f'):>10}  {name:<22}"
+            f"{_fmt(old_s, '.1f') if other else '-':>9}{_fmt(old_rms, '.5f') if other else '-':>10}{ratio:>10}"
+        )
+    if args.record:
+        _record(rows, name if other else None, argv)
+    return 0
+
+
+TABLE_ABOUT = (
+    "Seconds of `write_sog` (SOG, PlayCanvas) on a seeded synthetic SH-3 model, the SH-rest palette fit "
+    "most of it, and the decoded SH rest's RMS error; `against` is an older tree timed in the same run."
+)
+
+
+def _record(rows: list, against: str | None, argv: list[str]) -> None:
+    from benchmarks.results import Table, record
+
+    table = Table(
+        "export_sog",
+        "SOG export time",
+        TABLE_ABOUT,
+        ("Gaussians", "export s", "shN RMS", "against", "against s", "against shN RMS", "speed-up"),
+        order=40,
+    )
+    command = ["python", "-m", "benchmarks", "export", *(a for a in argv if a != "--record")]
+    for n, mine, theirs in rows:
+        cells = {"Gaussians": f"{n:,}", "export s": round(mine["seconds"], 1), "shN RMS": mine["rms"]}
+        if against:
+            cells["against"] = against
+            cells["against s"] = round(theirs["seconds"], 1) if theirs else "not run"
+            cells["against shN RMS"] = theirs["rms"] if theirs else "not run"
+            cells["speed-up"] = f"{theirs['seconds'] / mine['seconds']:.1f}x" if theirs else "not run"
+        path = record(table, f"{n:09d}", cells, command)
+    print(f"recorded in {path.relative_to(REPO)}; python -m benchmarks results rewrites docs/results.md")
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     ap = parser(__name__, __doc__)
-    ap.add_argument("--exp-dir", type=Path, required=True)
+    ap.add_argument("--exp-dir", type=Path, help="a trained experiment: every format's size and quality")
     ap.add_argument("--checkpoint", type=Path)
     ap.add_argument("--backend", default=None, help="rasterizer backend override (default: the experiment's)")
+    ap.add_argument("--sizes", type=int, nargs="+", metavar="N", help="time SOG export of synthetic models instead")
+    ap.add_argument("--against", metavar="REV|TREE", help="--sizes: also time this code (a git revision or a folder)")
+    ap.add_argument(
+        "--against-max", type=int, default=AGAINST_MAX, metavar="N", help="--against: sizes above N are not run"
+    )
+    ap.add_argument("--seed", type=int, default=0, help="--sizes: the synthetic models' seed")
+    ap.add_argument("--record", action="store_true", help="store the figures (docs/results.md)")
     args = ap.parse_args(argv)
+    if args.sizes:
+        return sog_timing(args, argv)
+    if args.exp_dir is None:
+        ap.error("give --exp-dir (format sizes and quality) or --sizes (SOG export time)")
+    if args.record:
+        from benchmarks.__main__ import recorded
+
+        return recorded("export", sys.modules[__name__], [a for a in argv if a != "--record"])  # main again, unrecorded
+    return formats(args)
+
+
+def formats(args: argparse.Namespace) -> int:
+    """``--exp-dir``: every format's size, export seconds and rendered quality (module docstring)."""
     import torch  # after the parse: --help stays instant; torch before pointrix_lite, as this benchmark always did
 
     from pointrix_lite.cli.common import experiment_checkpoint, load_components, open_experiment

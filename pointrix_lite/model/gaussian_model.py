@@ -51,6 +51,8 @@ def check_model_config(cfg: Any) -> None:
         bad("init_opacity", f"must be in (0, 1) (it is stored as a logit), got {cfg.init_opacity}")
     if cfg.init_scale <= 0.0:
         bad("init_scale", f"must be positive, got {cfg.init_scale}")
+    if not cfg.flatten_weight >= 0.0:
+        bad("flatten_weight", f"must be >= 0, got {cfg.flatten_weight}")
     if cfg.init_random_quats and cfg.init_oriented:
         bad("init_oriented", "init_random_quats and init_oriented both choose the initial rotations: set one")
     if cfg.init_num_points < 1:
@@ -115,6 +117,9 @@ class GaussianModel(nn.Module):
         lr: LearningRates = field(default_factory=LearningRates)
         means_lr_final_factor: float = 0.01  # means lr decays exponentially to this fraction at max_steps
         ssim_lambda: float = 0.2  # loss = (1 - l) * L1 + l * (1 - SSIM)
+        # Opt-in surface regulariser (docs/geometry.md): + w * mean(smallest scale) / scene extent, which pulls
+        # each Gaussian flat towards a surface element (2DGS's surfels, PGSR's flattening); 0 = off.
+        flatten_weight: float = 0.0
         # LPIPS as published tables report it (docs/usage.md, "metrics.json"): "lpips" with AlexNet (gsplat's
         # simple_trainer, splatfacto, nerfbaselines) and "lpips_vgg" with VGG (the 3DGS paper's backbone,
         # nerfbaselines' Blender protocol), both on images scaled to [-1, 1]; "alex" or "vgg" computes one.
@@ -223,7 +228,8 @@ class GaussianModel(nn.Module):
             batch: The ``C`` views rendered.
 
         Returns:
-            ``loss`` (to minimise), ``l1`` and ``ssim`` (detached, for logging).
+            ``loss`` (to minimise), ``l1`` and ``ssim`` (detached, for logging); with ``flatten_weight``
+            also ``flatten``, the mean smallest scale over the scene extent.
         """
         from .loss import batch_mask, masked_l1_and_ssim
 
@@ -231,7 +237,13 @@ class GaussianModel(nn.Module):
         mask = batch_mask(batch, rgb.device)  # None without training masks: the plain terms
         l1, s = masked_l1_and_ssim(rgb, gt, mask)
         lam = self.config.ssim_lambda
-        return {"loss": (1.0 - lam) * l1 + lam * (1.0 - s), "l1": l1.detach(), "ssim": s.detach()}
+        out = {"loss": (1.0 - lam) * l1 + lam * (1.0 - s), "l1": l1.detach(), "ssim": s.detach()}
+        if self.config.flatten_weight > 0:
+            # log scales: the smallest axis is the smallest log; exp of it only, not of all three
+            flat = torch.exp(self.params["scales"].min(dim=-1).values).mean() / self.scene_extent
+            out["loss"] = out["loss"] + self.config.flatten_weight * flat
+            out["flatten"] = flat.detach()
+        return out
 
     @torch.no_grad()
     def get_metric_dict(self, render_out: Mapping[str, Any], batch: list) -> dict[str, Tensor | None]:

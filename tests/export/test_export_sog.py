@@ -8,7 +8,8 @@ Stated precision (why):
 - opacity: round(255 alpha): <= 0.5 / 255.
 - log scales and f_dc: the nearest of 256 float32 codebook entries (any other entry is farther).
 - higher SH: each Gaussian's palette entry is the nearest centre up to the codebook's rounding of
-  the centres; with no more distinct SH vectors than palette entries they are kept exactly.
+  the centres (models this small get exact labels; larger ones: test_codebook.py); with no more
+  distinct SH vectors than palette entries they are kept exactly.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from pointrix_lite.export import export_gaussians, get_format
 from pointrix_lite.export.decode_sog import read_sog
 from pointrix_lite.export.decode_spz_glb import read_spz
 from pointrix_lite.export.formats import spz_format
+from pointrix_lite.export.sog import palette_size
 from pointrix_lite.io.ply import load_ply
 from pointrix_lite.renderer import rasterization
 
@@ -99,6 +100,20 @@ def test_splat_transform_decodes_what_the_project_decoders_do(tmp_path, name):
     theirs = splat_transform(tmp_path / f"m.{name}", tmp_path / "back.ply")
     mine = {"spz": read_spz, "sog": read_sog}[name](tmp_path / f"m.{name}")
     assert theirs["means"].shape[0] == report.num_out == 600 and theirs["shN"].shape[1] == 15
+    _assert_same_gaussians(theirs, mine)
+
+
+def test_splat_transform_reads_a_sog_with_a_two_level_palette(tmp_path):
+    """20,000 Gaussians: past codebook.EXACT_PAIRS, so the 16,384-entry palette is fitted in two levels
+    and labelled by probed groups; the file is still what splat-transform decodes as we do."""
+    from pointrix_lite.export.codebook import EXACT_PAIRS
+
+    params = _trained_like(20000, seed=7)
+    assert 20000 * palette_size(20000) > EXACT_PAIRS
+    export_gaussians(params, get_format("sog"), tmp_path / "m.sog")
+    theirs = splat_transform(tmp_path / "m.sog", tmp_path / "back.ply")
+    mine = read_sog(tmp_path / "m.sog")
+    assert theirs["means"].shape[0] == 20000
     _assert_same_gaussians(theirs, mine)
 
 

@@ -129,6 +129,36 @@ def test_loss_by_formula() -> None:
     assert rgb.grad is not None and rgb.grad.abs().sum() > 0
 
 
+def test_flatten_weight_adds_the_smallest_scales_and_pulls_only_them() -> None:
+    """model.flatten_weight: + w * mean(smallest scale) / extent; its gradient reaches each Gaussian's smallest
+    log scale alone, d/ds exp(s) / (N * extent) x w, checked by finite differences."""
+    w, extent = 5.0, 2.0
+    plain, flat = make_model(12, extent=extent), make_model(12, extent=extent, flatten_weight=w)
+    flat.params["scales"].data.copy_(plain.params["scales"].data + torch.linspace(-0.3, 0.3, 36).reshape(12, 3))
+    plain.params["scales"].data.copy_(flat.params["scales"].data)
+    g = torch.Generator().manual_seed(1)
+    views = [make_view((torch.rand(8, 8, 3, generator=g) * 255).round().to(torch.uint8), 0)]
+    rgb = torch.rand(1, 8, 8, 3, generator=g)
+    out, base = flat.get_loss_dict({"rgb": rgb}, views), plain.get_loss_dict({"rgb": rgb}, views)
+    scales = flat.params["scales"].detach().double()
+    expected = scales.min(dim=1).values.exp().mean() / extent
+    assert float(out["flatten"]) == pytest.approx(float(expected), rel=1e-6)
+    assert float(out["loss"] - base["loss"]) == pytest.approx(w * float(expected), rel=1e-5)
+    out["loss"].backward()
+    grad = flat.params["scales"].grad.double()
+    smallest = scales.argmin(dim=1)
+    eps = 1e-6
+    for i in range(12):
+        for k in range(3):
+            bumped = scales.clone()
+            bumped[i, k] += eps
+            numeric = w * (bumped.min(dim=1).values.exp().mean() - scales.min(dim=1).values.exp().mean()) / extent / eps
+            assert float(grad[i, k]) == pytest.approx(float(numeric), rel=1e-4, abs=1e-9)
+            assert (grad[i, k] != 0) == (k == int(smallest[i]))
+    with pytest.raises(Exception, match="flatten_weight"):
+        make_model(3, flatten_weight=-1.0)
+
+
 def test_loss_of_downscaled_views_reads_their_float_block_means() -> None:
     """The loss takes uint8 photos as they are stored (value * 255); a resolution schedule's
     downscaled views hold float32 block means on the same 0..255 scale, not [0, 1] floats."""
