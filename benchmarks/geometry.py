@@ -15,6 +15,9 @@ rays are traced and their first hits are the reference points (the surface the c
 - the rendered expected depth of the test views against the ray caster's depth: median absolute error
   where both have a surface (alpha >= 0.5), as a share of the true depth;
 - the run's test PSNR and the extraction's time and peak memory.
+
+``--gaussians N`` times the extraction at another model size: the trained Gaussians tiled to ``N`` (each copy's
+centres jittered by a hundredth of the scene extent). The surface rows then score that tiled model, not the run.
 """
 
 from __future__ import annotations
@@ -70,6 +73,20 @@ def sample_mesh(verts: np.ndarray, faces: np.ndarray, n: int, seed: int = 0) -> 
     return (1 - s)[:, None] * a[tri] + (s * (1 - r2))[:, None] * b[tri] + (s * r2)[:, None] * c[tri]
 
 
+def tile(model, n: int, extent: float) -> None:
+    """Replace ``model``'s Gaussians by ``n`` copies of them in turn, each copy's centres jittered (seeded)."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for key, value in list(model.params.items()):
+            reps = -(-n // len(value))
+            tiled = value.data.repeat(reps, *([1] * (value.dim() - 1)))[:n].clone()
+            if key == "means":
+                tiled[len(value) :] += torch.randn(tiled[len(value) :].shape, generator=g) * 0.01 * extent
+            model.params[key] = torch.nn.Parameter(tiled)
+
+
 def surface_scores(mesh_pts: np.ndarray, true_pts: np.ndarray, tau: float) -> dict[str, float]:
     from scipy.spatial import cKDTree
 
@@ -93,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--exp-dir", type=Path, help="mesh this run of the demo's COLMAP layout instead of training one")
     p.add_argument("--tau", type=float, default=0.01, help="F-score threshold, share of the surface's bbox diagonal")
     p.add_argument("--resolution", type=int, default=256, help="as scripts/mesh.py --resolution")
+    p.add_argument("--gaussians", type=int, help="tile the model to this many Gaussians first (timing at that size)")
     args = p.parse_args(argv)
     print(f"CPU: {cpu_name()}; load {load_average()}")
     exp_dir = args.exp_dir or train(args.out, args.overrides)
@@ -106,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
 
     load_components([])
     ev = open_experiment(exp_dir, out=Path(args.out) / "mesh_eval")
+    if args.gaussians:
+        tile(ev.model, args.gaussians, ev.dataset.scene_extent)
     ev.model.eval()
     cams = {c.name: c for c in camera_ring()}
     train_views, test_views = list(ev.dataset.train_views), list(ev.dataset.test_views)
@@ -139,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"surface diagonal {diag:.3f}, tau = {args.tau:.0%} = {args.tau * diag:.4f}; {len(true_pts):,} reference points"
     )
+    tiled = f"tiled to {args.gaussians:,} Gaussians (PSNR: the run's, untiled): " if args.gaussians else ""
     print(
+        f"{tiled}"
         f"demo mesh: F-score {scores['fscore']:.3f} (precision {scores['precision']:.3f}, recall {scores['recall']:.3f}) "
         f"at {args.tau:.0%} of the diagonal, Chamfer {scores['chamfer']:.4f} (accuracy {scores['accuracy']:.4f}, "
         f"completeness {scores['completeness']:.4f}); test depth error {100 * depth_err:.2f}% (median); "
