@@ -8,6 +8,7 @@ meta.json numbers in a ``Float32Array``); every label is the nearest float32 ent
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -91,16 +92,23 @@ def _float32(a: np.ndarray | Tensor) -> Tensor:
     return torch.as_tensor(a, dtype=torch.float32)
 
 
-def _nearest_torch(rows: Tensor, c: Tensor) -> Tensor:
-    """Exact nearest of the float32 centres ``c`` for each of ``rows``; blocks of rows bound memory."""
+def _distance_blocks(rows: Tensor, c: Tensor) -> Iterator[Tensor]:
+    """``|x - c|^2 - |x|^2`` (what every centre shares left out) of each row against every centre, a block of
+    rows at a time: each block is at most ``CHUNK_FLOATS`` floats, whatever the number of centres."""
     import torch
 
     norms = (c * c).sum(1)
     chunk = max(1, CHUNK_FLOATS // max(1, len(c)))
-    labels = torch.empty(len(rows), dtype=torch.int64)
-    for start in range(0, len(rows), chunk):  # |x - c|^2 less the |x|^2 every centre shares
-        labels[start : start + chunk] = torch.addmm(norms, rows[start : start + chunk], c.T, alpha=-2).argmin(1)
-    return labels
+    for start in range(0, len(rows), chunk):
+        yield torch.addmm(norms, rows[start : start + chunk], c.T, alpha=-2)
+
+
+def _nearest_torch(rows: Tensor, c: Tensor) -> Tensor:
+    """Exact nearest of the float32 centres ``c`` for each of ``rows``; blocks of rows bound memory."""
+    import torch
+
+    labels = [d.argmin(1) for d in _distance_blocks(rows, c)]
+    return torch.cat(labels) if labels else torch.empty(0, dtype=torch.int64)
 
 
 def palette(
@@ -257,9 +265,7 @@ def _nearest_in(rows: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
     """``(|x - c|^2 - |x|^2, index)`` of the nearest of ``c`` for each row, in blocks of rows."""
     import torch
 
-    norms = (c * c).sum(1)
-    chunk = max(1, CHUNK_FLOATS // len(c))
-    found = [torch.addmm(norms, rows[s : s + chunk], c.T, alpha=-2).min(1) for s in range(0, len(rows), chunk)]
+    found = [d.min(1) for d in _distance_blocks(rows, c)]
     return torch.cat([f.values for f in found]), torch.cat([f.indices for f in found])
 
 
@@ -267,11 +273,4 @@ def _nearest_groups(rows: Tensor, coarse: Tensor, probes: int) -> Tensor:
     """``[N, probes]`` indices of each row's ``probes`` nearest coarse centres, in blocks of rows."""
     import torch
 
-    norms = (coarse * coarse).sum(1)
-    chunk = max(1, CHUNK_FLOATS // len(coarse))
-    return torch.cat(
-        [
-            torch.addmm(norms, rows[s : s + chunk], coarse.T, alpha=-2).topk(probes, 1, largest=False).indices
-            for s in range(0, len(rows), chunk)
-        ]
-    )
+    return torch.cat([d.topk(probes, 1, largest=False).indices for d in _distance_blocks(rows, coarse)])
