@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     _, true_depths = true_surface([cams[v.name] for v in test_views])
     with torch.no_grad():
         for view, true_depth in zip(test_views, true_depths):
-            m = view_maps(ev.model, ev.renderer, view.camera, ev.dataset.background)
+            m = view_maps(ev.model, ev.renderer, view.camera, ev.dataset.background, gaussian_normals=False)
             depth, alpha = m["depth"].numpy(), m["alpha"].numpy()
             both = (alpha >= 0.5) & (true_depth > 0)
             errors.append(np.abs(depth[both] - true_depth[both]) / true_depth[both])

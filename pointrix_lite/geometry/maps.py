@@ -74,15 +74,27 @@ def normals_from_depth(depth: Tensor, K: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def view_maps(model: Any, renderer: Any, camera: Any, background: Any) -> dict[str, Tensor]:
+def view_maps(
+    model: Any, renderer: Any, camera: Any, background: Any, gaussian_normals: bool = True
+) -> dict[str, Tensor]:
     """The maps of one ``camera``: ``rgb [H,W,3]``, ``alpha [H,W]``, ``depth [H,W]`` (expected depth, 0 where
-    alpha is 0), ``normal_depth [H,W,3]`` and ``normal_gaussians [H,W,3]`` (camera frame, see the module)."""
+    alpha is 0), ``normal_depth [H,W,3]`` and, with ``gaussian_normals`` (a second rasterization),
+    ``normal_gaussians [H,W,3]`` (camera frame, see the module)."""
     out = renderer(model, [camera], background)
     rgb, alpha, depth = out["rgb"][0], out["alpha"][0, ..., 0], out["depth"][0, ..., 0]
     depth = torch.where(alpha > 0, depth, torch.zeros_like(depth))
+    K = camera.K.to(depth)
+    maps = {"rgb": rgb, "alpha": alpha, "depth": depth, "normal_depth": normals_from_depth(depth, K)}
+    if gaussian_normals:
+        maps["normal_gaussians"] = blended_gaussian_normals(model, renderer, camera)
+    return maps
+
+
+def blended_gaussian_normals(model: Any, renderer: Any, camera: Any) -> Tensor:
+    """``[H, W, 3]``: each Gaussian's shortest axis in ``camera``'s frame, turned towards it, blended as a
+    colour and normalised (the module's ``normal_gaussians``)."""
     params = model.render_params()
     viewmat = camera.viewmat.to(params["means"])
-    K = camera.K.to(params["means"])
     normals = gaussian_normals(params["quats"], params["scales"]) @ viewmat[:3, :3].T
     centres = params["means"] @ viewmat[:3, :3].T + viewmat[:3, 3]
     normals = torch.where((normals * centres).sum(-1, keepdim=True) > 0, -normals, normals)
@@ -95,18 +107,12 @@ def view_maps(model: Any, renderer: Any, camera: Any, background: Any) -> dict[s
         params["opacities"],
         normals.contiguous(),
         viewmat[None],
-        K[None],
+        camera.K.to(params["means"])[None],
         None,
         options,
         renderer.config.backend,
     )
-    return {
-        "rgb": rgb,
-        "alpha": alpha,
-        "depth": depth,
-        "normal_depth": normals_from_depth(depth, K),
-        "normal_gaussians": F.normalize(blended[0], dim=-1),
-    }
+    return F.normalize(blended[0], dim=-1)
 
 
 def save_maps(maps: dict[str, Tensor], folder: Path, stem: str, kinds: tuple[str, ...] = MAP_KINDS) -> None:
