@@ -12,6 +12,7 @@ so the grid's voxels go to the scene the cameras look at.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -121,10 +122,19 @@ def surface_points(
     """``(xyz [N,3] float32, rgb [N,3] uint8, normals [N,3] float32)``: the views' depth points that lie on
     the fused surface (within half the truncation band of its zero level, in an observed voxel), which
     drops what only one view put there; at most ``max_points``, drawn uniformly."""
-    pts, rgb, nrm = (torch.cat(parts) for parts in zip(*(v.points() for v in views)))
-    if len(pts) > 4 * max_points:  # test a uniform share only: four candidates for each point kept
-        pick = torch.randperm(len(pts), generator=torch.Generator().manual_seed(seed))[: 4 * max_points]
-        pts, rgb, nrm = pts[pick], rgb[pick], nrm[pick]
+    # Four candidates for each point kept, drawn view by view in proportion to each view's pixels with depth:
+    # a uniform share of every view's points without holding them all (views x pixels can be billions).
+    counts = [int((v.depth > 0).sum()) for v in views]
+    share = min(1.0, 4 * max_points / max(1, sum(counts)))
+    g = torch.Generator().manual_seed(seed)
+    parts = []
+    for v, n in zip(views, counts):
+        p, c, nv = v.points()
+        if share < 1.0:
+            pick = torch.randperm(n, generator=g)[: math.ceil(share * n)]
+            p, c, nv = p[pick], c[pick], nv[pick]
+        parts.append((p, c, nv))
+    pts, rgb, nrm = (torch.cat(column) for column in zip(*parts))
     tsdf, weight = volume.sample(pts)
     keep = (tsdf.abs() <= 0.5) & (weight > 0)
     pts, rgb, nrm = pts[keep], rgb[keep], nrm[keep]
