@@ -1,6 +1,7 @@
 """Native CPU rasterizer: a C++17/OpenMP torch extension with hand-written backward passes.
 
-Compiled on first use (see ``_build.py``); ``is_available()`` triggers that build and never
+Loaded prebuilt from an installed wheel (``prebuilt.py``), else compiled on first use (see
+``_build.py``); ``is_available()`` triggers that build and never
 raises, ``unavailable_reason()`` explains a False. Design and figures: docs/native.md.
 """
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._build import build_pending, isa_level, load_extension
+from ._build import build_pending, is_prebuilt, isa_level, load_extension, wheel_note
 from ._build import unavailable_reason as _reason
 from .api import STAGES, rasterization_native
 
@@ -49,7 +50,7 @@ def isa_line() -> str:
     """The run header's line: ``native rasterizer: x86-64-v3 (AVX2+FMA)``, or why it is unavailable."""
     if not is_available():
         return f"native rasterizer: unavailable ({unavailable_reason()})"
-    return f"native rasterizer: {isa_level()}"
+    return f"native rasterizer: {isa_level()}" + (", prebuilt" if is_prebuilt() else "")
 
 
 def check_usable(backend: str) -> None:
@@ -84,6 +85,8 @@ def prepare(announce: Callable[[str], object] | None = print) -> bool:
     """
     if announce is not None and build_pending():
         announce(BUILD_MESSAGE)
+        if wheel_note() is not None:  # a wheel was installed, yet this compiles: say why
+            announce(f"  ({wheel_note()})")
     ok = is_available()
     if announce is not None:
         announce(isa_line())

@@ -9,6 +9,10 @@ says why, so callers can fall back to the pure-torch backend.
 ``-march`` value (``x86-64-v3``, ``x86-64-v2``, ``armv8-a``, ...) or ``scalar`` (no vector
 extensions, the compiler's default target). Each target is its own module, so benchmarks
 and tests can load several side by side (``load_extension(arch)``).
+
+An installed wheel's prebuilt modules (``prebuilt.py``) come first: with the variable unset, the
+highest level this CPU runs; with a target the wheel has, that one. ``POINTRIX_NATIVE_ARCH=native``
+asks for the source build with ``-march=native`` even then.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ _tried = False
 # arch -> loaded module, or the error string of its failed build (explicit targets only)
 _variants: dict[str, ModuleType | str] = {}
 _default: ModuleType | None = None  # what load_extension() built, whatever use_module() swapped in
+_wheel_note: str | None = None  # why an installed wheel's prebuilt modules were passed over
+_prebuilt_modules: set[str] = set()  # names of the modules loaded from the wheel
 
 
 def _cpu_tag() -> str:
@@ -107,6 +113,60 @@ def requested_arch() -> str | None:
     if not _ARCH_RE.fullmatch(value):
         raise ValueError(f"{ARCH_ENV}={value!r}: expected native, scalar or a -march value such as x86-64-v3")
     return value
+
+
+def _wheel_target(arch: str | None):
+    """The installed wheel's prebuilt target for ``arch`` (None: the best this CPU runs), or None when
+    there is none to use (no wheel, or one that does not fit: the reason is kept for ``wheel_note()``)."""
+    global _wheel_note
+    from . import prebuilt
+    from .cpu_check import cpu_flags
+
+    try:
+        manifest = prebuilt.read_manifest()
+        if manifest is None:
+            return None
+        import torch
+
+        why = prebuilt.unusable(manifest, _source_tag(Path(__file__).resolve().parent), torch.__version__)
+        target = None if why else prebuilt.choose(manifest, cpu_flags(), arch)
+        if why is None and target is None and arch is None:
+            why = "this CPU lacks the flags of every target it has"
+    except ValueError as exc:
+        why, target = str(exc), None
+    _wheel_note = f"prebuilt modules not used: {why}" if why else None
+    return target
+
+
+def _load_wheel(target) -> ModuleType | None:
+    """``target``'s prebuilt module, or None (the reason kept for ``wheel_note()``)."""
+    global _wheel_note
+    from . import prebuilt
+
+    try:
+        module = prebuilt.load(target)
+    except ImportError as exc:
+        _wheel_note = f"prebuilt module {target.arch} did not load: {exc}"
+        return None
+    _prebuilt_modules.add(module.__name__)
+    return module
+
+
+def wheel_note() -> str | None:
+    """Why an installed wheel's prebuilt modules were passed over (then the sources are compiled); None
+    when they were used or there are none."""
+    return _wheel_note
+
+
+def is_prebuilt(module: ModuleType | None = None) -> bool:
+    """True when ``module`` (default: the loaded one) came prebuilt from a wheel."""
+    module = module or _module
+    return module is not None and module.__name__ in _prebuilt_modules
+
+
+def _wheel_first() -> bool:
+    # unset: the wheel's best module; "native" said explicitly: the source build for this CPU
+    return os.environ.get(ARCH_ENV, "").strip() == ""
 
 
 def arch_flags(arch: str) -> list[str]:
@@ -194,6 +254,8 @@ def build_pending() -> bool:
     try:
         src_dir = Path(__file__).resolve().parent
         arch = requested_arch()
+        if (_wheel_first() or arch is not None) and _wheel_target(arch) is not None:
+            return False  # an installed wheel's prebuilt module serves it
         if arch is None:
             name = _module_name(src_dir, 0)
         else:
@@ -253,8 +315,17 @@ def load_variant(arch: str) -> ModuleType | str:
 def _build_variant(arch: str) -> ModuleType | str:
     if not _ARCH_RE.fullmatch(arch):
         return f"{ARCH_ENV}={arch!r}: expected native, scalar or a -march value"
-    from .cpu_check import check_target
+    from .cpu_check import check_flags, check_target
 
+    target = _wheel_target(arch)
+    if target is not None:  # checked against the flags the wheel recorded: there may be no compiler to ask
+        try:
+            check_flags(arch, target.flags)
+        except ValueError as exc:
+            return str(exc)
+        module = _load_wheel(target)
+        if module is not None:
+            return module
     try:
         needed = check_target(arch)  # before anything is built or loaded: a missing flag would be SIGILL
     except ValueError as exc:
@@ -297,6 +368,13 @@ def load_extension() -> ModuleType | None:
         except ValueError as exc:
             _error = str(exc)
             return None
+        if arch is None and _wheel_first():
+            target = _wheel_target(None)
+            module = _load_wheel(target) if target is not None else None
+            if module is not None:
+                _module = _default = module
+                _error = None
+                return _module
         if arch is not None:
             variant = load_variant(arch)
             _module, _error = (variant, None) if isinstance(variant, ModuleType) else (None, variant)

@@ -109,7 +109,15 @@ def check_target(arch: str) -> tuple[str, ...]:
     Raises:
         ValueError: one line naming the target and the flags this CPU lacks (or the compiler's rejection).
     """
-    needed = target_flags(arch)
+    return check_flags(arch, target_flags(arch))
+
+
+def check_flags(arch: str, needed: tuple[str, ...]) -> tuple[str, ...]:
+    """``needed`` (the flags code built for ``arch`` may use), after checking that this CPU has them all.
+
+    Raises:
+        ValueError: one line naming the target and the flags this CPU lacks.
+    """
     have = cpu_flags()
     missing = [f for f in needed if f not in have] if have else []
     if missing:

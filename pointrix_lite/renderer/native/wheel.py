@@ -1,0 +1,111 @@
+"""The extension modules of a wheel that carries the native rasterizer prebuilt, one per target ISA.
+
+``setup.py`` calls this when ``POINTRIX_WHEEL_TARGETS`` is set (docs/native.md, "Wheels"). Each target is
+the same sources and flags as the source build (``_build.py``) with ``-march=TARGET``, named as the source
+build names that target, so one module never passes for another. The build writes
+``prebuilt/manifest.json`` beside them (``prebuilt.py`` reads it at import).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+from . import _build
+from .cpu_check import target_flags
+from .prebuilt import MANIFEST, Manifest, Target
+
+TARGETS_ENV = "POINTRIX_WHEEL_TARGETS"
+# ``all``: the x86-64 micro-architecture levels (psABI) the kernels have code paths for (simd.h: SSE4.2,
+# AVX2+FMA, AVX-512), and the Arm baseline.
+ALL_TARGETS = {"x86_64": ("x86-64-v2", "x86-64-v3", "x86-64-v4"), "aarch64": ("armv8-a",)}
+_SRC_DIR = Path(__file__).resolve().parent
+_PACKAGE = "pointrix_lite.renderer.native.prebuilt"
+
+
+def requested_targets(value: str, machine: str | None = None) -> tuple[str, ...]:
+    """``$POINTRIX_WHEEL_TARGETS`` (``all`` or a comma list of ``-march`` values) as targets, highest level
+    first (most CPU flags: the order ``prebuilt.choose`` tries them in).
+
+    Raises:
+        ValueError: one line naming the variable: an empty or malformed list, a target the compiler rejects.
+    """
+    machine = machine or platform.machine()
+    if value.strip() == "all":
+        if machine not in ALL_TARGETS:
+            raise ValueError(
+                f"{TARGETS_ENV}=all: no default targets for {machine}; list them (e.g. {TARGETS_ENV}=native)"
+            )
+        names = ALL_TARGETS[machine]
+    else:
+        names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    bad = [n for n in names if n in ("native", "scalar") or not _build._ARCH_RE.fullmatch(n)]
+    if not names or bad:
+        raise ValueError(f"{TARGETS_ENV}={value!r}: expected all or -march values such as x86-64-v3,x86-64-v2")
+    flags = {}
+    for n in names:
+        try:
+            flags[n] = target_flags(n)
+        except ValueError as exc:
+            raise ValueError(f"{TARGETS_ENV}: {str(exc).split(': ', 1)[1]}") from None
+    return tuple(sorted(names, key=lambda n: -len(flags[n])))
+
+
+def _sources() -> list[str]:
+    # setuptools takes sources relative to setup.py's folder (the repository root)
+    root = _SRC_DIR.parents[2]
+    return [str((_SRC_DIR / s).relative_to(root)) for s in _build._SOURCES]
+
+
+def extensions(targets: tuple[str, ...]) -> list:
+    """One ``CppExtension`` per target, with the source build's flags for it."""
+    from torch.utils.cpp_extension import CppExtension
+
+    out = []
+    for arch in targets:
+        flags = _build.arch_flags(arch)
+        omp = _build._openmp_flags(flags)
+        name = _build.arch_module_name(_SRC_DIR, arch, target_flags(arch))
+        out.append(
+            CppExtension(
+                name=f"{_PACKAGE}.{name}",
+                sources=_sources(),
+                extra_compile_args=_build._BASE_FLAGS + omp + flags + ["-g0"],  # Python's CFLAGS hold -g: 4x the size
+                extra_link_args=["-pthread"] + omp,
+            )
+        )
+    return out
+
+
+def manifest(targets: tuple[str, ...]) -> Manifest:
+    """What the wheel's modules are: the sources' hash, this torch, this machine type, each target's flags."""
+    import torch
+
+    entries = tuple(
+        Target(arch, _build.arch_module_name(_SRC_DIR, arch, target_flags(arch)), target_flags(arch))
+        for arch in targets
+    )
+    return Manifest(_build._source_tag(_SRC_DIR), torch.__version__, platform.machine(), entries)
+
+
+def build_ext_class(targets: tuple[str, ...]) -> type:
+    """torch's ``BuildExtension`` with a build folder per target (the targets share source file names, so
+    their objects would overwrite each other's) and the manifest written beside the modules."""
+    from torch.utils.cpp_extension import BuildExtension
+
+    class BuildPrebuilt(BuildExtension):
+        def build_extension(self, ext) -> None:
+            shared = self.build_temp
+            self.build_temp = os.path.join(shared, ext.name.rpartition(".")[2])
+            try:
+                super().build_extension(ext)
+            finally:
+                self.build_temp = shared
+
+        def run(self) -> None:
+            super().run()
+            folder = Path(self.get_ext_fullpath(self.extensions[0].name)).parent
+            (folder / MANIFEST).write_text(manifest(targets).to_json())
+
+    return BuildPrebuilt
