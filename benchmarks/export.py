@@ -14,13 +14,16 @@ model of each size, timed in a fresh process of this tree and, with ``--against`
 git revision or a folder holding ``pointrix_lite``), one after the other, then their ratio and each
 file's decoded SH-rest RMS error. The synthetic SH rest imitates a trained model's: small, decaying
 with the band, the three colours alike, per-Gaussian magnitudes log-normal. REV skips sizes above
-``--against-max`` (its k-means takes hours at a million): "not run", nothing extrapolated.
+``--against-max`` (its k-means takes hours at a million): "not run", nothing extrapolated; with
+``--against-cap F`` they run, stopped after F times this tree's seconds at that size: a stopped run is
+printed as "> limit" and its speed-up as "> F x", a measured lower bound.
 ``--record`` stores one row per size in benchmarks/results/export_sog.json (docs/results.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import tempfile
 import time
@@ -102,8 +105,12 @@ def sog_worker(spec: dict) -> dict:
     return {"seconds": seconds, "bytes": len(out.getvalue()), "rms": rms}
 
 
-def _sog_run(tree: Path, n: int, seed: int) -> dict:
-    proc = workers.run("benchmarks.export:sog_worker", {"n": n, "seed": seed}, tree)
+def _sog_run(tree: Path, n: int, seed: int, limit: float | None = None) -> dict:
+    """``sog_worker``'s figures; ``{"seconds": limit, "stopped": True}`` when it ran past ``limit`` seconds."""
+    try:
+        proc = workers.run("benchmarks.export:sog_worker", {"n": n, "seed": seed}, tree, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return {"seconds": limit, "rms": None, "stopped": True}
     found = workers.results(proc.stdout)
     if proc.returncode != 0 or not found:
         raise SystemExit(f"error: SOG export of {n:,} Gaussians in {tree} failed: {workers.stderr_tail(proc)}")
@@ -114,29 +121,43 @@ def _fmt(value: float | None, spec: str) -> str:
     return "not run" if value is None else format(value, spec)
 
 
+def _ratio(theirs: dict | None, mine: dict) -> str:
+    """REV's seconds over this tree's; ``> F x`` for a run stopped at its limit."""
+    if theirs is None:
+        return "not run"
+    return f"{'> ' if theirs.get('stopped') else ''}{theirs['seconds'] / mine['seconds']:.1f}x"
+
+
+def _secs(run: dict | None) -> str:
+    """A run's seconds; ``> T`` for one stopped at its limit."""
+    if run is None:
+        return "not run"
+    return f"> {run['seconds']:.0f}" if run.get("stopped") else f"{run['seconds']:.1f}"
+
+
 def sog_timing(args: argparse.Namespace, argv: list[str]) -> int:
     """``--sizes``: SOG export seconds per size, this tree and ``--against``'s (module docstring)."""
     other = code_tree(args.against)
     rows = []
     for n in args.sizes:
         mine = _sog_run(REPO, n, args.seed)
-        theirs = _sog_run(other[1], n, args.seed) if other and n <= args.against_max else None
+        capped = args.against_cap * mine["seconds"] if args.against_cap and n > args.against_max else None
+        run_it = other and (n <= args.against_max or capped)
+        theirs = _sog_run(other[1], n, args.seed, capped) if run_it else None
         rows.append((n, mine, theirs))
         print(
-            f"  {n:,} Gaussians: {mine['seconds']:.1f} s"
-            + (f", {other[0]} {theirs['seconds']:.1f} s" if theirs else ""),
+            f"  {n:,} Gaussians: {mine['seconds']:.1f} s" + (f", {other[0]} {_secs(theirs)} s" if theirs else ""),
             flush=True,
         )
     name = other[0] if other else "-"
     print(f"\nSOG export, synthetic SH-{SH_DEGREE} models ({cpu_name()}, load {load_average()})")
     print(f"{'Gaussians':>10}{'s':>9}{'shN RMS':>10}{'  against':<24}{'s':>9}{'shN RMS':>10}{'speed-up':>10}")
     for n, mine, theirs in rows:
-        old_s = theirs["seconds"] if theirs else None
         old_rms = theirs["rms"] if theirs else None
-        ratio = f"{old_s / mine['seconds']:.1f}x" if old_s else "not run" if other else "-"
+        ratio = _ratio(theirs, mine) if other else "-"
         print(
             f"{n:>10,}{mine['seconds']:>9.1f}{_fmt(mine['rms'], '.5f'):>10}  {name:<22}"
-            f"{_fmt(old_s, '.1f') if other else '-':>9}{_fmt(old_rms, '.5f') if other else '-':>10}{ratio:>10}"
+            f"{_secs(theirs) if other else '-':>9}{_fmt(old_rms, '.5f') if other else '-':>10}{ratio:>10}"
         )
     if args.record:
         _record(rows, name if other else None, argv)
@@ -164,9 +185,9 @@ def _record(rows: list, against: str | None, argv: list[str]) -> None:
         cells = {"Gaussians": f"{n:,}", "export s": round(mine["seconds"], 1), "shN RMS": mine["rms"]}
         if against:
             cells["against"] = against
-            cells["against s"] = round(theirs["seconds"], 1) if theirs else "not run"
-            cells["against shN RMS"] = theirs["rms"] if theirs else "not run"
-            cells["speed-up"] = f"{theirs['seconds'] / mine['seconds']:.1f}x" if theirs else "not run"
+            cells["against s"] = _secs(theirs)
+            cells["against shN RMS"] = _fmt(theirs["rms"] if theirs else None, ".5f")
+            cells["speed-up"] = _ratio(theirs, mine)
         path = record(table, f"{n:09d}", cells, command)
     print(f"recorded in {path.relative_to(REPO)}; python -m benchmarks results rewrites docs/results.md")
 
@@ -181,6 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--against", metavar="REV|TREE", help="--sizes: also time this code (a git revision or a folder)")
     ap.add_argument(
         "--against-max", type=int, default=AGAINST_MAX, metavar="N", help="--against: sizes above N are not run"
+    )
+    ap.add_argument(
+        "--against-cap",
+        type=float,
+        metavar="F",
+        help="--against: run sizes above --against-max too, stopped after F x this tree's seconds (a lower bound)",
     )
     ap.add_argument("--seed", type=int, default=0, help="--sizes: the synthetic models' seed")
     ap.add_argument("--record", action="store_true", help="store the figures (docs/results.md)")

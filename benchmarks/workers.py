@@ -79,9 +79,17 @@ def command(worker: str, spec: dict) -> list[str]:
     return [sys.executable, "-c", boot, worker, json.dumps(spec)]
 
 
-def run(worker: str, spec: dict, tree: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run a worker to its end, importing ``pointrix_lite`` from ``tree``, with ``env`` added; output captured."""
-    return subprocess.run(command(worker, spec), env=environment(tree, env), capture_output=True, text=True)
+def run(
+    worker: str, spec: dict, tree: Path = REPO, env: dict[str, str] | None = None, timeout: float | None = None
+) -> subprocess.CompletedProcess:
+    """Run a worker to its end, importing ``pointrix_lite`` from ``tree``, with ``env`` added; output captured.
+
+    Raises:
+        subprocess.TimeoutExpired: it ran past ``timeout`` seconds (it is killed).
+    """
+    return subprocess.run(
+        command(worker, spec), env=environment(tree, env), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def serve() -> None:

@@ -2,8 +2,9 @@
 
 The test reads the table, so the documentation and the code cannot drift apart: a changed message
 fails its row, a row without a set-up here (or a set-up without a row) fails the coverage test.
-Rows run as concurrent subprocesses (they are mostly start-up time) with the pure-torch rasterizer,
-whose import prints nothing (see the report: the native build's import logs a torch warning).
+Rows run with the pure-torch rasterizer, whose import prints nothing (the native build's import logs a
+torch warning), as ``scripts/train.py``'s ``main()`` in forked children of one process that imported
+what it imports (fork_runner.py): they are mostly start-up time, ~3 s of imports each.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +26,8 @@ from pointrix_lite.engine.trainer import DefaultTrainer
 from pointrix_lite.renderer.native._build import ARCH_ENV
 from pointrix_lite.renderer.native.cpu_check import cpu_flags, target_flags
 
-from .cli_helpers import FAULT_PLUGIN, REPO, run_train, write_config
+from .cli_helpers import FAULT_PLUGIN, REPO, write_config
+from .fork_runner import run_forked
 from .scene import real_raw_config
 
 DOC = REPO / "docs" / "errors.md"
@@ -377,9 +378,8 @@ def outcomes(tmp_path_factory, tiny_scene) -> dict[str, tuple[subprocess.Complet
         case = Case(base / rid, tiny_scene, checkpoint)
         cases[rid] = (setup(case), case)
 
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {rid: pool.submit(run_train, *args, env=case.env) for rid, (args, case) in cases.items()}
-        return {rid: (f.result(), cases[rid][1]) for rid, f in futures.items()}
+    results = run_forked([(args, case.env) for args, case in cases.values()], parallel=4)
+    return {rid: (res, case) for (rid, (_, case)), res in zip(cases.items(), results, strict=True)}
 
 
 def test_every_row_has_a_setup_and_every_setup_a_row():
