@@ -98,6 +98,17 @@ def test_an_installed_wheel_is_loaded_without_compiling(fake_wheel, monkeypatch)
     assert _build.is_prebuilt(_build.load_variant("x86-64-v2"))
 
 
+def test_of_several_targets_the_one_this_cpu_runs_is_loaded(fake_wheel, monkeypatch) -> None:
+    folder, manifest = fake_wheel
+    beyond = Target("x86-64-v9", "not_built", ("a_flag_no_cpu_has",))  # listed first: a higher level
+    (folder / prebuilt.MANIFEST).write_text(
+        Manifest(**{**manifest.__dict__, "targets": (beyond, *manifest.targets)}).to_json()
+    )
+    monkeypatch.setattr(_build, "_load", _no_compile)
+    module = _build.load_extension()
+    assert module is not None and _build.is_prebuilt(module) and module.__name__ == manifest.targets[0].module
+
+
 def test_native_asked_for_by_name_is_the_source_build(fake_wheel, monkeypatch) -> None:
     calls = []
     monkeypatch.setattr(_build, "_load", lambda load, name, flags, src: calls.append(flags) or f"module {name}")
