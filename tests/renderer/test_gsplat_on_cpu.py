@@ -303,7 +303,7 @@ def test_training_on_cuda(tmp_path: Path, strategy: str) -> None:  # pragma: no 
 
 
 def _short_run(exp_dir: Path, device: str, strategy: str = "default"):
-    """60 densifying steps of the demo at 40x40 on gsplat's path, then the test and the PLY."""
+    """40 densifying steps of the demo at 40x40 on gsplat's path, then the test and the PLY."""
     from pointrix_lite.components import import_all
     from pointrix_lite.engine.experiment import load_experiment
     from pointrix_lite.engine.trainer import DefaultTrainer
@@ -315,7 +315,7 @@ def _short_run(exp_dir: Path, device: str, strategy: str = "default"):
         "renderer.backend=gsplat",
         "writers=[]",
         "dataset.scale=4",
-        "trainer.max_steps=60",
+        "trainer.max_steps=40",
         "save_ckpt_after_iter=0",
         *STRATEGY_OVERRIDES[strategy],
     ]
