@@ -23,6 +23,8 @@ from pathlib import Path
 
 from benchmarks._common import REPO, code_tree, cpu_name, load_average, parser
 
+RECORDS_ITSELF = True  # one row per tree (docs/results.md), not the closing lines
+
 PROBE = (
     "import sys, time; sys.path.insert(0, sys.argv[1]); t = time.perf_counter()\n"
     "from pointrix_lite.renderer.native import _build\n"
@@ -62,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     p = parser(__name__, __doc__)
     p.add_argument("--against", metavar="REV|TREE", help="also build this code (a git revision or a folder)")
     p.add_argument("--repeat", type=int, default=1, help="cold builds per tree (best reported)")
+    p.add_argument("--record", action="store_true", help="store the figures (docs/results.md)")
     args = p.parse_args(argv)
     trees = [("working tree", REPO)]
     other = code_tree(args.against)
@@ -87,7 +90,34 @@ def main(argv: list[str] | None = None) -> int:
     if other:
         line += f"; {best[trees[1][0]] / best['working tree']:.2f}x faster"
     print(line)
+    if args.record:
+        _record(trees, best, files, [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--record"])
     return 0
+
+
+def _record(trees: list, best: dict[str, float], files: dict[str, dict[str, float]], argv: list[str]) -> None:
+    from benchmarks.results import Table, record
+
+    table = Table(
+        "native_build",
+        "Native rasterizer: first build",
+        "A cold-cache `load_extension()` (torch's ninja build, every core) and `bindings.cpp`, the file that "
+        "bounds it, compiled alone; another tree built alternately in the same run.",
+        ("tree", "cold build s", "bindings.cpp s", "sum of files s", "cores"),
+        order=45,
+    )
+    command = ["python", "-m", "benchmarks", "native_build", *argv]
+    for label, _ in trees:
+        cells = {
+            "tree": label,
+            "cold build s": round(best[label], 1),
+            "bindings.cpp s": round(files[label].get("bindings.cpp", float("nan")), 1),
+            "sum of files s": round(sum(files[label].values()), 1),
+            "cores": os.cpu_count(),
+        }
+        mine = label == "working tree"
+        path = record(table, "this tree" if mine else "against", cells, command, at=None if mine else label)
+    print(f"recorded in {path.relative_to(REPO)}; python -m benchmarks results rewrites docs/results.md")
 
 
 if __name__ == "__main__":
