@@ -16,7 +16,9 @@ file's decoded SH-rest RMS error. The synthetic SH rest imitates a trained model
 with the band, the three colours alike, per-Gaussian magnitudes log-normal. REV skips sizes above
 ``--against-max`` (its k-means takes hours at a million): "not run", nothing extrapolated; with
 ``--against-cap F`` they run, stopped after F times this tree's seconds at that size: a stopped run is
-printed as "> limit" and its speed-up as "> F x", a measured lower bound.
+printed as "> limit" and its speed-up as "> F x", a measured lower bound. ``--splat-transform F``
+also times PlayCanvas splat-transform's SOG writer on the CPU (``-g cpu``, from tests/export/splat_transform,
+``npm ci`` there) on the same model saved as a PLY, stopped after F times this tree's seconds.
 ``--record`` stores one row per size in benchmarks/results/export_sog.json (docs/results.md).
 """
 
@@ -105,6 +107,44 @@ def sog_worker(spec: dict) -> dict:
     return {"seconds": seconds, "bytes": len(out.getvalue()), "rms": rms}
 
 
+SPLAT_TRANSFORM = REPO / "tests" / "export" / "splat_transform" / "node_modules" / "@playcanvas" / "splat-transform"
+
+
+def splat_transform_worker(spec: dict) -> dict:
+    """Worker: seconds of PlayCanvas splat-transform writing SOG on the CPU (``-g cpu``) from
+    ``synthetic_model(spec["n"])`` saved as a PLY (the PLY's writing not timed)."""
+    import subprocess
+
+    from pointrix_lite.io.ply import save_ply
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ply = save_ply(synthetic_model(spec["n"], spec["seed"]), Path(tmp) / "m.ply")
+        cmd = ["node", spec["cli"], "-q", "-w", "-g", "cpu", str(ply), str(Path(tmp) / "m.sog")]
+        start = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        if done.returncode != 0:
+            raise SystemExit(f"splat-transform failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+        return {"seconds": seconds, "bytes": (Path(tmp) / "m.sog").stat().st_size}
+
+
+def _splat_transform_run(n: int, seed: int, limit: float) -> dict:
+    """splat-transform's CPU SOG writer on the size-``n`` model, stopped after ``limit`` seconds."""
+    cli = SPLAT_TRANSFORM / "bin" / "cli.mjs"
+    if not cli.is_file():
+        raise SystemExit(f"error: --splat-transform: {cli} missing (npm ci --prefix tests/export/splat_transform)")
+    try:
+        proc = workers.run(
+            "benchmarks.export:splat_transform_worker", {"n": n, "seed": seed, "cli": str(cli)}, timeout=limit
+        )
+    except subprocess.TimeoutExpired:
+        return {"seconds": limit, "stopped": True}
+    found = workers.results(proc.stdout)
+    if proc.returncode != 0 or not found:
+        raise SystemExit(f"error: splat-transform on {n:,} Gaussians failed: {workers.stderr_tail(proc)}")
+    return found[-1]
+
+
 def _sog_run(tree: Path, n: int, seed: int, limit: float | None = None) -> dict:
     """``sog_worker``'s figures; ``{"seconds": limit, "stopped": True}`` when it ran past ``limit`` seconds."""
     try:
@@ -144,20 +184,27 @@ def sog_timing(args: argparse.Namespace, argv: list[str]) -> int:
         capped = args.against_cap * mine["seconds"] if args.against_cap and n > args.against_max else None
         run_it = other and (n <= args.against_max or capped)
         theirs = _sog_run(other[1], n, args.seed, capped) if run_it else None
-        rows.append((n, mine, theirs))
+        st = (
+            _splat_transform_run(n, args.seed, args.splat_transform * mine["seconds"]) if args.splat_transform else None
+        )
+        if st:
+            print(f"  {n:,} Gaussians: splat-transform -g cpu {_secs(st)} s ({_ratio(st, mine)} ours)", flush=True)
+        rows.append((n, mine, theirs, st))
         print(
             f"  {n:,} Gaussians: {mine['seconds']:.1f} s" + (f", {other[0]} {_secs(theirs)} s" if theirs else ""),
             flush=True,
         )
     name = other[0] if other else "-"
     print(f"\nSOG export, synthetic SH-{SH_DEGREE} models ({cpu_name()}, load {load_average()})")
-    print(f"{'Gaussians':>10}{'s':>9}{'shN RMS':>10}{'  against':<24}{'s':>9}{'shN RMS':>10}{'speed-up':>10}")
-    for n, mine, theirs in rows:
+    head = f"{'Gaussians':>10}{'s':>9}{'shN RMS':>10}{'  against':<24}{'s':>9}{'shN RMS':>10}{'speed-up':>10}"
+    print(head + ("  splat-transform -g cpu s" if args.splat_transform else ""))
+    for n, mine, theirs, st in rows:
         old_rms = theirs["rms"] if theirs else None
         ratio = _ratio(theirs, mine) if other else "-"
         print(
             f"{n:>10,}{mine['seconds']:>9.1f}{_fmt(mine['rms'], '.5f'):>10}  {name:<22}"
             f"{_secs(theirs) if other else '-':>9}{_fmt(old_rms, '.5f') if other else '-':>10}{ratio:>10}"
+            + (f"  {_secs(st):>24}" if st else "")
         )
     if args.record:
         _record(rows, name if other else None, argv)
@@ -166,7 +213,8 @@ def sog_timing(args: argparse.Namespace, argv: list[str]) -> int:
 
 TABLE_ABOUT = (
     "Seconds of `write_sog` (SOG, PlayCanvas) on a seeded synthetic SH-3 model, the SH-rest palette fit "
-    "most of it, and the decoded SH rest's RMS error; `against` is an older tree timed in the same run."
+    "most of it, and the decoded SH rest's RMS error; `against` is an older tree timed in the same run, "
+    "splat-transform PlayCanvas' own SOG writer on the CPU (`-g cpu`); `> T`: stopped at T seconds."
 )
 
 
@@ -177,12 +225,23 @@ def _record(rows: list, against: str | None, argv: list[str]) -> None:
         "export_sog",
         "SOG export time",
         TABLE_ABOUT,
-        ("Gaussians", "export s", "shN RMS", "against", "against s", "against shN RMS", "speed-up"),
+        (
+            "Gaussians",
+            "export s",
+            "shN RMS",
+            "against",
+            "against s",
+            "against shN RMS",
+            "speed-up",
+            "splat-transform -g cpu s",
+        ),
         order=40,
     )
     command = ["python", "-m", "benchmarks", "export", *(a for a in argv if a != "--record")]
-    for n, mine, theirs in rows:
+    for n, mine, theirs, st in rows:
         cells = {"Gaussians": f"{n:,}", "export s": round(mine["seconds"], 1), "shN RMS": mine["rms"]}
+        if st:
+            cells["splat-transform -g cpu s"] = _secs(st)
         if against:
             cells["against"] = against
             cells["against s"] = _secs(theirs)
@@ -208,6 +267,12 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         metavar="F",
         help="--against: run sizes above --against-max too, stopped after F x this tree's seconds (a lower bound)",
+    )
+    ap.add_argument(
+        "--splat-transform",
+        type=float,
+        metavar="F",
+        help="--sizes: also time PlayCanvas splat-transform's SOG writer on the CPU, stopped after F x this tree's seconds",
     )
     ap.add_argument("--seed", type=int, default=0, help="--sizes: the synthetic models' seed")
     ap.add_argument("--record", action="store_true", help="store the figures (docs/results.md)")
