@@ -7,7 +7,8 @@
 ``--exp-dir``: for every format, export the experiment's checkpoint, decode the file as a viewer
 would (``pointrix_lite.export.decode``), render the test split from the decoded Gaussians with the
 experiment's own renderer and compare the PSNR / SSIM with the full PLY's. Nothing is written into
-the experiment folder.
+the experiment folder. ``--via-splat-transform`` adds SOG decoded by PlayCanvas splat-transform (what
+PlayCanvas and SuperSplat read it with), written by this tree and, with ``--against REV``, by REV's.
 
 ``--sizes``: SOG export (``write_sog``, the SH palette fit most of it) of a seeded synthetic SH-3
 model of each size, timed in a fresh process of this tree and, with ``--against``, of REV's tree (a
@@ -25,6 +26,7 @@ also times PlayCanvas splat-transform's SOG writer on the CPU (``-g cpu``, from 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import subprocess
 import sys
 import tempfile
@@ -143,6 +145,32 @@ def _splat_transform_run(n: int, seed: int, limit: float) -> dict:
     if proc.returncode != 0 or not found:
         raise SystemExit(f"error: splat-transform on {n:,} Gaussians failed: {workers.stderr_tail(proc)}")
     return found[-1]
+
+
+def sog_file_worker(spec: dict) -> None:
+    """Worker: the checkpoint's Gaussians written as SOG to ``spec["out"]`` by the tree under test."""
+    from pointrix_lite.export.sog import write_sog
+    from pointrix_lite.export.source import gaussians_from_checkpoint
+
+    with open(spec["out"], "wb") as f:
+        write_sog(gaussians_from_checkpoint(Path(spec["checkpoint"])), f)
+
+
+def via_splat_transform(path: Path) -> dict:
+    """``path`` decoded by PlayCanvas splat-transform (what SuperSplat and PlayCanvas load it with), as
+    the Gaussians of the full PLY it writes."""
+    import subprocess
+
+    from pointrix_lite.io.ply import load_ply
+
+    cli = SPLAT_TRANSFORM / "bin" / "cli.mjs"
+    if not cli.is_file():
+        raise SystemExit(f"error: --via-splat-transform: {cli} missing (npm ci --prefix tests/export/splat_transform)")
+    out = path.with_name(path.stem + "_st.ply")
+    done = subprocess.run(["node", str(cli), "-q", "-w", str(path), str(out)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"error: splat-transform could not read {path.name}: {done.stderr.strip()[-300:]}")
+    return load_ply(out)
 
 
 def _sog_run(tree: Path, n: int, seed: int, limit: float | None = None) -> dict:
@@ -274,6 +302,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="F",
         help="--sizes: also time PlayCanvas splat-transform's SOG writer on the CPU, stopped after F x this tree's seconds",
     )
+    ap.add_argument(
+        "--via-splat-transform",
+        action="store_true",
+        help="--exp-dir: also render SOG as splat-transform decodes it (this tree's file and --against's)",
+    )
     ap.add_argument("--seed", type=int, default=0, help="--sizes: the synthetic models' seed")
     ap.add_argument("--record", action="store_true", help="store the figures (docs/results.md)")
     args = ap.parse_args(argv)
@@ -310,12 +343,25 @@ def formats(args: argparse.Namespace) -> int:
         variants = [(fmt.name, fmt, None) for fmt in FORMATS.values()] + [
             ("ply sh0", FORMATS["ply"], Selection(sh_degree=0))
         ]
+        if args.via_splat_transform:  # SOG as PlayCanvas reads it: this tree's, and --against's
+            variants.append(("sog via st", FORMATS["sog"], None))
+        other = code_tree(args.against)
+        if other and args.via_splat_transform:
+            variants.append((f"sog {args.against} via st", FORMATS["sog"], None))
         for label, fmt, selection in variants:
             path = tmp / f"{label.replace(' ', '_')}{fmt.suffix}"
             t0 = time.perf_counter()
             report = export_gaussians(params, fmt, path, selection)
             seconds = time.perf_counter() - t0
-            decoded = read[fmt.name](path)
+            if other and label.startswith(f"sog {args.against}"):  # the same file, written by the other tree
+                spec = {"checkpoint": str(ckpt), "out": str(path)}
+                t0 = time.perf_counter()
+                proc = workers.run("benchmarks.export:sog_file_worker", spec, other[1])
+                seconds = time.perf_counter() - t0  # includes the worker's start-up
+                if proc.returncode != 0:
+                    raise SystemExit(f"error: SOG export in {other[0]} failed: {workers.stderr_tail(proc)}")
+                report = dataclasses.replace(report, size=path.stat().st_size)
+            decoded = via_splat_transform(path) if label.endswith("via st") else read[fmt.name](path)
             n = decoded["shN"].shape[0]
             # Bands a format does not store render as zero (what a viewer does without them).
             decoded["shN"] = torch.cat([decoded["shN"], torch.zeros(n, k_rest - decoded["shN"].shape[1], 3)], 1)

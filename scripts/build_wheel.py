@@ -27,6 +27,11 @@ TORCH_LIBS = ("libc10.so", "libtorch_cpu.so", "libtorch_python.so", "libgomp.so.
 
 def build(source: Path, targets: str, folder: Path) -> Path:
     """The wheel of ``source`` with ``targets`` prebuilt, written into ``folder``."""
+    import importlib.util
+
+    for module, package in (("setuptools", "setuptools>=64"), ("torch", "torch==2.14.1")):
+        if importlib.util.find_spec(module) is None:  # no build isolation: the build imports them from here
+            raise SystemExit(f"error: building the wheel needs {module} in this environment: pip install '{package}'")
     env = {**os.environ, "POINTRIX_WHEEL_TARGETS": targets}
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(folder)]
     out = subprocess.run([*cmd, str(source)], env=env, capture_output=True, text=True)
