@@ -371,11 +371,14 @@ def formats(args: argparse.Namespace) -> int:
     print(
         f"{ckpt}: {params['means'].shape[0]:,} Gaussians, SH degree {model.config.sh_degree}, {len(trainer.dataset.test_views)} test views"
     )
-    print(f"{'format':<15}{'bytes':>12}{'ratio':>8}{'Gaussians':>11}{'export s':>10}{'PSNR':>9}{'dPSNR':>8}{'SSIM':>8}")
+    w = max(15, *(len(r[0]) + 1 for r in rows))
+    print(
+        f"{'format':<{w}}{'bytes':>12}{'ratio':>8}{'Gaussians':>11}{'export s':>10}{'PSNR':>9}{'dPSNR':>8}{'SSIM':>8}"
+    )
     ref = rows[0][3]
     for name, report, seconds, psnr, ssim in rows:
         print(
-            f"{name:<15}{report.size:>12,}{report.source_ply_size / report.size:>7.2f}x{report.num_out:>11,}"
+            f"{name:<{w}}{report.size:>12,}{report.source_ply_size / report.size:>7.2f}x{report.num_out:>11,}"
             f"{seconds:>10.2f}{psnr:>9.3f}{psnr - ref:>+8.3f}{ssim:>8.4f}"
         )
     return 0

@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -85,11 +86,24 @@ def run(
     """Run a worker to its end, importing ``pointrix_lite`` from ``tree``, with ``env`` added; output captured.
 
     Raises:
-        subprocess.TimeoutExpired: it ran past ``timeout`` seconds (it is killed).
+        subprocess.TimeoutExpired: it ran past ``timeout`` seconds (it is killed, with whatever it started:
+            a worker that runs another program would otherwise leave it running, loading the next measurement).
     """
-    return subprocess.run(
-        command(worker, spec), env=environment(tree, env), capture_output=True, text=True, timeout=timeout
-    )
+    with subprocess.Popen(
+        command(worker, spec),
+        env=environment(tree, env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, killed as one
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def serve() -> None:
