@@ -3,7 +3,7 @@ torch stand-ins for its five CUDA stages (gsplat_on_cpu.py), against the native 
 
 The stand-ins are checked against gsplat's torch twins where those exist (tile keys), the whole
 call against the native backend at test_native.py's tolerances (outputs, meta, every gradient,
-absgrad), and a 100-step demo run against the native run of the same config.
+absgrad), and an 80-step demo run against the native run of the same config.
 """
 
 from __future__ import annotations
@@ -241,7 +241,7 @@ def _train_demo(exp_dir: Path, *overrides: str) -> dict:
         str(REPO / "scripts" / "train.py"),
         "--config",
         str(REPO / "configs" / "demo.yaml"),
-        "trainer.max_steps=100",
+        "trainer.max_steps=80",
         "dataset.scale=2",  # 80x80: gsplat's path composites in torch; the full 160x160 tested nothing more
         "save_ckpt_after_iter=0",
         f"exp_dir={exp_dir}",
@@ -253,9 +253,9 @@ def _train_demo(exp_dir: Path, *overrides: str) -> dict:
 
 
 @pytest.mark.slow
-def test_100_step_demo_through_gsplat_matches_native(tmp_path: Path) -> None:
-    """The trainer, densification (five refinements from step 50) and evaluation on gsplat's path
-    (~70 s: torch compositing; 200 steps took 140 s and tested nothing more)."""
+def test_80_step_demo_through_gsplat_matches_native(tmp_path: Path) -> None:
+    """The trainer, densification (three refinements from step 50) and evaluation on gsplat's path
+    (torch compositing: its cost grows with the Gaussians, so the steps after growth are the dear ones)."""
     require_native()
     native = _train_demo(tmp_path / "native", "renderer.backend=native", "device=cpu")
     via_gsplat = _train_demo(tmp_path / "gsplat", "--plugin", str(PLUGIN), "renderer.backend=gsplat", "device=cpu")
@@ -263,7 +263,7 @@ def test_100_step_demo_through_gsplat_matches_native(tmp_path: Path) -> None:
     assert "backend: gsplat" in config
     assert via_gsplat["num_gaussians"] == native["num_gaussians"] > 3249  # densification ran the same
     assert abs(via_gsplat["mean"]["psnr"] - native["mean"]["psnr"]) <= 0.1, (via_gsplat["mean"], native["mean"])
-    assert via_gsplat["mean"]["psnr"] > 16.0  # the run trained (18.2 dB; the untrained model is near 10 dB)
+    assert via_gsplat["mean"]["psnr"] > 16.0  # the run trained (the untrained model is near 10 dB)
 
 
 # The strategies a short run grows with: the demo's, and colmap_cpu.yaml's MCMC with multi-view error
