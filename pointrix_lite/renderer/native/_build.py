@@ -25,6 +25,10 @@ import re
 import threading
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .prebuilt import Target
 
 _SOURCES = (
     "bindings.cpp",
@@ -115,7 +119,7 @@ def requested_arch() -> str | None:
     return value
 
 
-def _wheel_target(arch: str | None):
+def _wheel_target(arch: str | None) -> Target | None:
     """The installed wheel's prebuilt target for ``arch`` (None: the best this CPU runs), or None when
     there is none to use (no wheel, or one that does not fit: the reason is kept for ``wheel_note()``)."""
     global _wheel_note
@@ -138,7 +142,7 @@ def _wheel_target(arch: str | None):
     return target
 
 
-def _load_wheel(target) -> ModuleType | None:
+def _load_wheel(target: Target) -> ModuleType | None:
     """``target``'s prebuilt module, or None (the reason kept for ``wheel_note()``)."""
     global _wheel_note
     from . import prebuilt
