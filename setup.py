@@ -20,14 +20,14 @@ if not targets_value:
 else:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     try:
-        from pointrix_lite.renderer.native.wheel import build_ext_class, extensions, requested_targets
+        from pointrix_lite.renderer.native.wheel import build_ext_class, extensions, manifest, requested_targets
     except ImportError as exc:
         sys.exit(
             f"POINTRIX_WHEEL_TARGETS: building the prebuilt modules needs this project's dependencies (torch) in "
             f"the build environment: pip wheel --no-build-isolation ... ({exc})"
         )
     try:
-        targets = requested_targets(targets_value)
+        wheel = manifest(requested_targets(targets_value))
     except ValueError as exc:
         sys.exit(str(exc))
-    setup(ext_modules=extensions(targets), cmdclass={"build_ext": build_ext_class(targets)})
+    setup(ext_modules=extensions(wheel), cmdclass={"build_ext": build_ext_class(wheel)})

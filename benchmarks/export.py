@@ -112,6 +112,15 @@ def sog_worker(spec: dict) -> dict:
 SPLAT_TRANSFORM = REPO / "tests" / "export" / "splat_transform" / "node_modules" / "@playcanvas" / "splat-transform"
 
 
+def splat_transform_cli(option: str) -> Path:
+    """splat-transform's command-line script (the pinned install the tests use); a one-line ``SystemExit``
+    naming ``option`` when it is not installed."""
+    cli = SPLAT_TRANSFORM / "bin" / "cli.mjs"
+    if not cli.is_file():
+        raise SystemExit(f"error: {option}: {cli} missing (npm ci --prefix tests/export/splat_transform)")
+    return cli
+
+
 def splat_transform_worker(spec: dict) -> dict:
     """Worker: seconds of PlayCanvas splat-transform writing SOG on the CPU (``-g cpu``) from
     ``synthetic_model(spec["n"])`` saved as a PLY (the PLY's writing not timed)."""
@@ -132,9 +141,7 @@ def splat_transform_worker(spec: dict) -> dict:
 
 def _splat_transform_run(n: int, seed: int, limit: float) -> dict:
     """splat-transform's CPU SOG writer on the size-``n`` model, stopped after ``limit`` seconds."""
-    cli = SPLAT_TRANSFORM / "bin" / "cli.mjs"
-    if not cli.is_file():
-        raise SystemExit(f"error: --splat-transform: {cli} missing (npm ci --prefix tests/export/splat_transform)")
+    cli = splat_transform_cli("--splat-transform")
     try:
         proc = workers.run(
             "benchmarks.export:splat_transform_worker", {"n": n, "seed": seed, "cli": str(cli)}, timeout=limit
@@ -163,9 +170,7 @@ def via_splat_transform(path: Path) -> dict:
 
     from pointrix_lite.io.ply import load_ply
 
-    cli = SPLAT_TRANSFORM / "bin" / "cli.mjs"
-    if not cli.is_file():
-        raise SystemExit(f"error: --via-splat-transform: {cli} missing (npm ci --prefix tests/export/splat_transform)")
+    cli = splat_transform_cli("--via-splat-transform")
     out = path.with_name(path.stem + "_st.ply")
     done = subprocess.run(["node", str(cli), "-q", "-w", str(path), str(out)], capture_output=True, text=True)
     if done.returncode != 0:

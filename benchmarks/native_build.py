@@ -2,6 +2,7 @@
 
     python -m benchmarks native_build                       # this tree
     python -m benchmarks native_build --against main        # ... and REV's (or a folder's), side by side
+    python -m benchmarks native_build --arch x86-64-v3      # the build of one target (POINTRIX_NATIVE_ARCH)
 
 A cold build is what README command 1 waits for on a fresh machine: ``load_extension()`` in a fresh
 process with an empty ``TORCH_EXTENSIONS_DIR`` (torch's ninja build, every core). Then each source
@@ -33,11 +34,13 @@ PROBE = (
 )
 
 
-def cold_build(tree: Path) -> tuple[float, Path]:
-    """Seconds of ``tree``'s default (-march=native) build into an empty cache, and that build's folder."""
+def cold_build(tree: Path, arch: str | None) -> tuple[float, Path]:
+    """Seconds of ``tree``'s build for ``arch`` (None: -march=native) into an empty cache, and that build's folder."""
     cache = Path(tempfile.mkdtemp(prefix="pointrix_native_build_"))
     env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(cache)}
     env.pop("POINTRIX_NATIVE_ARCH", None)
+    if arch:
+        env["POINTRIX_NATIVE_ARCH"] = arch
     out = subprocess.run([sys.executable, "-c", PROBE, str(tree)], capture_output=True, text=True, env=env)
     status, _, seconds = (out.stdout.strip().splitlines() or ["failed: no output"])[-1].rpartition(" ")
     if out.returncode != 0 or status != "built":
@@ -64,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     p = parser(__name__, __doc__)
     p.add_argument("--against", metavar="REV|TREE", help="also build this code (a git revision or a folder)")
     p.add_argument("--repeat", type=int, default=1, help="cold builds per tree (best reported)")
+    p.add_argument("--arch", help="build this target (POINTRIX_NATIVE_ARCH: x86-64-v3, scalar, ...), not -march=native")
     p.add_argument("--record", action="store_true", help="store the figures (docs/results.md)")
     args = p.parse_args(argv)
     trees = [("working tree", REPO)]
@@ -74,12 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     files: dict[str, dict[str, float]] = {}
     for _ in range(args.repeat):
         for label, tree in trees:
-            seconds, build_dir = cold_build(tree)
+            seconds, build_dir = cold_build(tree, args.arch)
             walls[label].append(seconds)
             print(f"{label}: cold build {seconds:.1f} s (load {load_average()})", flush=True)
             if label not in files:
                 files[label] = per_file(build_dir, tree)
-    print(f"\nCPU: {cpu_name()}, {os.cpu_count()} cores; each file compiled alone, seconds")
+    target = args.arch or "native"
+    print(f"\nCPU: {cpu_name()}, {os.cpu_count()} cores; target {target}; each file compiled alone, seconds")
     names = sorted({n for t in files.values() for n in t}, key=lambda n: -max(t.get(n, 0) for t in files.values()))
     print(f"{'file':<20}" + "".join(f"{label[:22]:>24}" for label, _ in trees))
     for n in names:
@@ -91,11 +96,14 @@ def main(argv: list[str] | None = None) -> int:
         line += f"; {best[trees[1][0]] / best['working tree']:.2f}x faster"
     print(line)
     if args.record:
-        _record(trees, best, files, [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--record"])
+        argv = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--record"]
+        _record(trees, target, best, files, argv)
     return 0
 
 
-def _record(trees: list, best: dict[str, float], files: dict[str, dict[str, float]], argv: list[str]) -> None:
+def _record(
+    trees: list, target: str, best: dict[str, float], files: dict[str, dict[str, float]], argv: list[str]
+) -> None:
     from benchmarks.results import Table, record
 
     table = Table(
@@ -103,20 +111,22 @@ def _record(trees: list, best: dict[str, float], files: dict[str, dict[str, floa
         "Native rasterizer: first build",
         "A cold-cache `load_extension()` (torch's ninja build, every core) and `bindings.cpp`, the file that "
         "bounds it, compiled alone; another tree built alternately in the same run.",
-        ("tree", "cold build s", "bindings.cpp s", "sum of files s", "cores"),
+        ("tree", "target", "cold build s", "bindings.cpp s", "sum of files s", "cores"),
         order=45,
     )
     command = ["python", "-m", "benchmarks", "native_build", *argv]
     for label, _ in trees:
         cells = {
             "tree": label,
+            "target": target,
             "cold build s": round(best[label], 1),
             "bindings.cpp s": round(files[label].get("bindings.cpp", float("nan")), 1),
             "sum of files s": round(sum(files[label].values()), 1),
             "cores": os.cpu_count(),
         }
         mine = label == "working tree"
-        path = record(table, "this tree" if mine else "against", cells, command, at=None if mine else label)
+        key = f"{target} {'this tree' if mine else 'against'}"
+        path = record(table, key, cells, command, at=None if mine else label)
     print(f"recorded in {path.relative_to(REPO)}; python -m benchmarks results rewrites docs/results.md")
 
 

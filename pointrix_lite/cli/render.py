@@ -282,8 +282,9 @@ def write_test_maps(trainer: Any, folder: Path, kinds: tuple[str, ...]) -> None:
     views = list(trainer.dataset.test_views)
     with torch.no_grad(), phase("geometry maps", total=len(views), unit="views") as advance:
         for view in views:
+            background = trainer.dataset.background
             maps = view_maps(
-                trainer.model, trainer.renderer, view.camera, trainer.dataset.background, "normal" in kinds
+                trainer.model, trainer.renderer, view.camera, background, gaussian_normals="normal" in kinds
             )
             stem = Path(trainer.render_files.get(view.name, f"{view.name}.png")).stem
             save_maps(maps, folder, stem, kinds)

@@ -57,9 +57,8 @@ def render_views(
     ``far`` x the view's median depth; confidence = alpha there."""
     out = []
     for camera in cameras:
-        maps = view_maps(
-            model, renderer, camera, background, gaussian_normals=False
-        )  # the mesh and points read the depth and its normals
+        # the mesh and points read the depth and its normals, not the Gaussians' (a second rasterization)
+        maps = view_maps(model, renderer, camera, background, gaussian_normals=False)
         depth, alpha = maps["depth"].cpu(), maps["alpha"].cpu()
         keep = (alpha >= min_alpha) & (depth > 0)
         if keep.any():

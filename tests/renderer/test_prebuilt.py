@@ -72,13 +72,9 @@ def fake_wheel(tmp_path, monkeypatch):
     manifest = Manifest(src_tag, torch.__version__, platform.machine(), (target,))
     (tmp_path / prebuilt.MANIFEST).write_text(manifest.to_json())
     monkeypatch.setattr(prebuilt, "PREBUILT_DIR", tmp_path)
-    monkeypatch.setattr(prebuilt.read_manifest, "__defaults__", (tmp_path,))
-    monkeypatch.setattr(prebuilt.module_path, "__defaults__", (tmp_path,))
-    monkeypatch.setattr(prebuilt.load, "__defaults__", (tmp_path,))
     for name, value in (("_module", None), ("_tried", False), ("_error", None), ("_default", None)):
         monkeypatch.setattr(_build, name, value)
     monkeypatch.setattr(_build, "_variants", {})
-    monkeypatch.setattr(_build, "_prebuilt_modules", set())
     monkeypatch.setattr(_build, "_wheel_note", None)
     monkeypatch.delenv(_build.ARCH_ENV, raising=False)
     return tmp_path, manifest

@@ -30,6 +30,7 @@ from pointrix_lite.renderer import native
 from pointrix_lite.renderer.native.cpu_check import check_target
 from tests.reliability.cli_helpers import REPO, train_cmd, write_config
 from tests.reliability.scene import real_raw_config, write_tiny_scene
+from tests.reliability.test_exact_resume import _tensors_equal
 
 from .native_required import require_native
 
@@ -47,18 +48,6 @@ def _top_level() -> str:
         except ValueError:
             continue
     pytest.skip("this CPU runs neither x86-64-v3 nor x86-64-v4")
-
-
-def _tensors(value, prefix: str = ""):
-    """Every tensor in a checkpoint, by its key path."""
-    if isinstance(value, torch.Tensor):
-        yield prefix, value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _tensors(v, f"{prefix}/{k}")
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            yield from _tensors(v, f"{prefix}/{i}")
 
 
 def _build_wheel(tmp_path: Path, targets: str) -> Path:
@@ -162,7 +151,5 @@ def test_wheel_trains_without_a_compiler_bit_identical_to_the_source_build(tmp_p
         label: torch.load(sorted((tmp_path / label).rglob("step_*.pth"))[-1], map_location="cpu", weights_only=False)
         for label in runs_tested
     }
-    wheel_tensors, source_tensors = dict(_tensors(ckpts["wheel"])), dict(_tensors(ckpts["source"]))
-    assert wheel_tensors.keys() == source_tensors.keys() and wheel_tensors
-    for key, value in wheel_tensors.items():
-        assert torch.equal(value, source_tensors[key]), key
+    for part in ("model", "optimizer", "strategy", "rng"):  # every tensor a checkpoint holds is in these
+        _tensors_equal(ckpts["wheel"][part], ckpts["source"][part], part)

@@ -67,7 +67,6 @@ _tried = False
 _variants: dict[str, ModuleType | str] = {}
 _default: ModuleType | None = None  # what load_extension() built, whatever use_module() swapped in
 _wheel_note: str | None = None  # why an installed wheel's prebuilt modules were passed over
-_prebuilt_modules: set[str] = set()  # names of the modules loaded from the wheel
 
 
 def _cpu_tag() -> str:
@@ -152,7 +151,6 @@ def _load_wheel(target: Target) -> ModuleType | None:
     except ImportError as exc:
         _wheel_note = f"prebuilt module {target.arch} did not load: {exc}"
         return None
-    _prebuilt_modules.add(module.__name__)
     return module
 
 
@@ -163,9 +161,13 @@ def wheel_note() -> str | None:
 
 
 def is_prebuilt(module: ModuleType | None = None) -> bool:
-    """True when ``module`` (default: the loaded one) came prebuilt from a wheel."""
+    """True when ``module`` (default: the loaded one) came prebuilt from a wheel (was loaded from its folder)."""
+    from . import prebuilt
+
     module = module or _module
-    return module is not None and module.__name__ in _prebuilt_modules
+    # the spec, not __file__: a module of a name loaded before gets that first load's __file__ back
+    spec = getattr(module, "__spec__", None)
+    return spec is not None and spec.origin is not None and Path(spec.origin).parent == prebuilt.PREBUILT_DIR
 
 
 def _wheel_first() -> bool:
@@ -293,14 +295,21 @@ def _openmp_flags(flags: list[str]) -> list[str]:
     return ["-fopenmp"] if torch._C.has_openmp and "-DPLR_SCALAR" not in flags else []
 
 
+def build_flags(flags: list[str]) -> tuple[list[str], list[str]]:
+    """``(compiler flags, linker flags)`` of a build with the target flags ``flags`` (``arch_flags``, or
+    ``_ATTEMPTS``'), the same for the source build and a wheel's prebuilt modules."""
+    omp = _openmp_flags(flags)
+    return _BASE_FLAGS + omp + flags, ["-pthread"] + omp
+
+
 def _load(load, name: str, flags: list[str], src_dir: Path) -> ModuleType:
     verbose = os.environ.get("POINTRIX_NATIVE_VERBOSE", "") not in ("", "0")
-    omp = _openmp_flags(flags)
+    cflags, ldflags = build_flags(flags)
     return load(
         name=name,
         sources=[str(src_dir / s) for s in _SOURCES],
-        extra_cflags=_BASE_FLAGS + omp + flags,
-        extra_ldflags=["-pthread"] + omp,
+        extra_cflags=cflags,
+        extra_ldflags=ldflags,
         verbose=verbose,
     )
 

@@ -54,13 +54,14 @@ class Manifest:
         return json.dumps(data, indent=2) + "\n"
 
 
-def read_manifest(folder: Path = PREBUILT_DIR) -> Manifest | None:
-    """The manifest in ``folder``; None when there is none (a source checkout, a pure wheel).
+def read_manifest(folder: Path | None = None) -> Manifest | None:
+    """The manifest in ``folder`` (default ``PREBUILT_DIR``); None when there is none (a source checkout, a
+    pure wheel).
 
     Raises:
         ValueError: the file exists but is not a manifest (one line naming it).
     """
-    path = folder / MANIFEST
+    path = (folder or PREBUILT_DIR) / MANIFEST
     if not path.is_file():
         return None
     try:
@@ -93,12 +94,12 @@ def choose(manifest: Manifest, cpu_flags: frozenset[str], arch: str | None = Non
     return next((t for t in manifest.targets if set(t.flags) <= cpu_flags), None)
 
 
-def module_path(target: Target, folder: Path = PREBUILT_DIR) -> Path:
-    """Where ``target``'s module file is (this Python's extension suffix)."""
-    return folder / (target.module + sysconfig.get_config_var("EXT_SUFFIX"))
+def module_path(target: Target, folder: Path | None = None) -> Path:
+    """Where ``target``'s module file is in ``folder`` (default ``PREBUILT_DIR``; this Python's extension suffix)."""
+    return (folder or PREBUILT_DIR) / (target.module + sysconfig.get_config_var("EXT_SUFFIX"))
 
 
-def load(target: Target, folder: Path = PREBUILT_DIR) -> ModuleType:
+def load(target: Target, folder: Path | None = None) -> ModuleType:
     """Import ``target``'s module from its file (torch must be imported first: the module links its libraries).
 
     Raises:

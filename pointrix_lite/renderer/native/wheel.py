@@ -58,28 +58,9 @@ def _sources() -> list[str]:
     return [str((_SRC_DIR / s).relative_to(root)) for s in _build._SOURCES]
 
 
-def extensions(targets: tuple[str, ...]) -> list:
-    """One ``CppExtension`` per target, with the source build's flags for it."""
-    from torch.utils.cpp_extension import CppExtension
-
-    out = []
-    for arch in targets:
-        flags = _build.arch_flags(arch)
-        omp = _build._openmp_flags(flags)
-        name = _build.arch_module_name(_SRC_DIR, arch, target_flags(arch))
-        out.append(
-            CppExtension(
-                name=f"{_PACKAGE}.{name}",
-                sources=_sources(),
-                extra_compile_args=_build._BASE_FLAGS + omp + flags + ["-g0"],  # Python's CFLAGS hold -g: 4x the size
-                extra_link_args=["-pthread"] + omp,
-            )
-        )
-    return out
-
-
 def manifest(targets: tuple[str, ...]) -> Manifest:
-    """What the wheel's modules are: the sources' hash, this torch, this machine type, each target's flags."""
+    """What the wheel's modules are: the sources' hash, this torch, this machine type, each target's module
+    name (the source build's for that target) and flags."""
     import torch
 
     entries = tuple(
@@ -89,7 +70,26 @@ def manifest(targets: tuple[str, ...]) -> Manifest:
     return Manifest(_build._source_tag(_SRC_DIR), torch.__version__, platform.machine(), entries)
 
 
-def build_ext_class(targets: tuple[str, ...]) -> type:
+def extensions(wheel: Manifest) -> list:
+    """One ``CppExtension`` per target of ``wheel``, with the source build's flags for it."""
+    from torch.utils.cpp_extension import CppExtension
+
+    out = []
+    for target in wheel.targets:
+        cflags, ldflags = _build.build_flags(_build.arch_flags(target.arch))
+        out.append(
+            CppExtension(
+                name=f"{_PACKAGE}.{target.module}",
+                sources=_sources(),
+                # Python's CFLAGS, which setuptools puts first, hold -g: debug info, most of each file
+                extra_compile_args=cflags + ["-g0"],
+                extra_link_args=ldflags,
+            )
+        )
+    return out
+
+
+def build_ext_class(wheel: Manifest) -> type:
     """torch's ``BuildExtension`` with a build folder per target (the targets share source file names, so
     their objects would overwrite each other's) and the manifest written beside the modules."""
     from torch.utils.cpp_extension import BuildExtension
@@ -106,6 +106,6 @@ def build_ext_class(targets: tuple[str, ...]) -> type:
         def run(self) -> None:
             super().run()
             folder = Path(self.get_ext_fullpath(self.extensions[0].name)).parent
-            (folder / MANIFEST).write_text(manifest(targets).to_json())
+            (folder / MANIFEST).write_text(wheel.to_json())
 
     return BuildPrebuilt
