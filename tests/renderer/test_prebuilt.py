@@ -37,6 +37,10 @@ def test_a_manifest_that_does_not_fit_says_why(tmp_path) -> None:
     assert prebuilt.unusable(here, "abc12345", "2.14.1") is None
     assert "sources changed" in prebuilt.unusable(here, "fff00000", "2.14.1")
     assert "torch 2.13.0" in prebuilt.unusable(here, "abc12345", "2.13.0")
+    # the accelerator build of the same release links the same CPU libraries; another release does not
+    assert prebuilt.unusable(here, "abc12345", "2.14.1+cpu") is None
+    assert prebuilt.unusable(Manifest("abc12345", "2.14.1+cu130", here.machine, (V2,)), "abc12345", "2.14.1") is None
+    assert "torch 2.14.10+cpu" in prebuilt.unusable(here, "abc12345", "2.14.10+cpu")
     other = Manifest("abc12345", "2.14.1", "riscv64", (V2,))
     assert "riscv64" in prebuilt.unusable(other, "abc12345", "2.14.1")
     (tmp_path / prebuilt.MANIFEST).write_text(here.to_json())

@@ -78,9 +78,15 @@ def unusable(manifest: Manifest, source_tag: str, torch_version: str) -> str | N
         return f"built for {manifest.machine}, this machine is {platform.machine()}"
     if manifest.source_tag != source_tag:
         return "the native sources changed since they were built"
-    if manifest.torch != torch_version:
+    if _release(manifest.torch) != _release(torch_version):
         return f"built against torch {manifest.torch}, this is torch {torch_version}"
     return None
+
+
+def _release(version: str) -> str:
+    # The local label (+cpu, +cu130) names the accelerator build; the modules use only the CPU
+    # libraries (c10, torch_cpu, torch_python), which one release builds alike in every variant.
+    return version.split("+", 1)[0]
 
 
 def choose(manifest: Manifest, cpu_flags: frozenset[str], arch: str | None = None) -> Target | None:

@@ -8,8 +8,12 @@ build names that target, so one module never passes for another. The build write
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import platform
+import sys
+import zipfile
 from pathlib import Path
 
 from . import _build
@@ -24,9 +28,10 @@ _SRC_DIR = Path(__file__).resolve().parent
 _PACKAGE = "pointrix_lite.renderer.native.prebuilt"
 
 
-def requested_targets(value: str, machine: str | None = None) -> tuple[str, ...]:
-    """``$POINTRIX_WHEEL_TARGETS`` (``all`` or a comma list of ``-march`` values) as targets, highest level
-    first (most CPU flags: the order ``prebuilt.choose`` tries them in).
+def requested_targets(value: str, machine: str | None = None, cxx: str | None = None) -> tuple[str, ...]:
+    """``$POINTRIX_WHEEL_TARGETS`` (``all`` or a comma list of ``-march`` values) as targets for ``machine``
+    (default: this one; a cross build names its compiler ``cxx``), highest level first (most CPU flags: the
+    order ``prebuilt.choose`` tries them in).
 
     Raises:
         ValueError: one line naming the variable: an empty or malformed list, a target the compiler rejects.
@@ -46,7 +51,7 @@ def requested_targets(value: str, machine: str | None = None) -> tuple[str, ...]
     flags = {}
     for n in names:
         try:
-            flags[n] = target_flags(n)
+            flags[n] = target_flags(n, cxx)
         except ValueError as exc:
             raise ValueError(f"{TARGETS_ENV}: {str(exc).split(': ', 1)[1]}") from None
     return tuple(sorted(names, key=lambda n: -len(flags[n])))
@@ -58,16 +63,17 @@ def _sources() -> list[str]:
     return [str((_SRC_DIR / s).relative_to(root)) for s in _build._SOURCES]
 
 
-def manifest(targets: tuple[str, ...]) -> Manifest:
-    """What the wheel's modules are: the sources' hash, this torch, this machine type, each target's module
-    name (the source build's for that target) and flags."""
+def manifest(targets: tuple[str, ...], cxx: str | None = None, machine: str | None = None) -> Manifest:
+    """What the wheel's modules are: the sources' hash, this torch, the machine type (this one, or a cross
+    build's ``machine`` compiled by ``cxx``), each target's module name (the source build's for that target)
+    and flags."""
     import torch
 
     entries = tuple(
-        Target(arch, _build.arch_module_name(_SRC_DIR, arch, target_flags(arch)), target_flags(arch))
+        Target(arch, _build.arch_module_name(_SRC_DIR, arch, target_flags(arch, cxx)), target_flags(arch, cxx))
         for arch in targets
     )
-    return Manifest(_build._source_tag(_SRC_DIR), torch.__version__, platform.machine(), entries)
+    return Manifest(_build._source_tag(_SRC_DIR), torch.__version__, machine or platform.machine(), entries)
 
 
 def extensions(wheel: Manifest) -> list:
@@ -109,3 +115,37 @@ def build_ext_class(wheel: Manifest) -> type:
             (folder / MANIFEST).write_text(wheel.to_json())
 
     return BuildPrebuilt
+
+
+def add_prebuilt(pure: Path, modules: list[Path], wheel_manifest: Manifest, platform_tag: str, out_dir: Path) -> Path:
+    """``pure`` (this project's ``py3-none-any`` wheel) with ``modules`` and ``wheel_manifest`` added in the
+    prebuilt folder, tagged ``cpXY-cpXY-<platform_tag>`` (this Python's), written into ``out_dir``.
+
+    How a cross build makes its wheel (setuptools builds for this machine only). A wheel is a zip whose
+    ``*.dist-info/WHEEL`` names its tags and whose ``RECORD`` lists every file's sha256 and size (PEP 427):
+    both are rewritten, the rest copied.
+    """
+    folder = _PACKAGE.replace(".", "/")
+    py = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    name, version = pure.name.split("-")[:2]
+    out = out_dir / f"{name}-{version}-{py}-{py}-{platform_tag}.whl"
+    with zipfile.ZipFile(pure) as src:
+        files = {n: src.read(n) for n in src.namelist() if not n.endswith("/RECORD")}
+        info = next(n.rsplit("/", 1)[0] for n in src.namelist() if n.endswith(".dist-info/WHEEL"))
+    for module in modules:
+        files[f"{folder}/{module.name}"] = module.read_bytes()
+    files[f"{folder}/{MANIFEST}"] = wheel_manifest.to_json().encode()
+    meta = [
+        ln for ln in files[f"{info}/WHEEL"].decode().splitlines() if not ln.startswith(("Tag:", "Root-Is-Purelib:"))
+    ]
+    files[f"{info}/WHEEL"] = "\n".join([*meta, "Root-Is-Purelib: false", f"Tag: {py}-{py}-{platform_tag}", ""]).encode()
+    record = [f"{n},sha256={_digest(data)},{len(data)}" for n, data in files.items()] + [f"{info}/RECORD,,"]
+    files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for n, data in files.items():
+            dst.writestr(n, data)
+    return out
+
+
+def _digest(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
