@@ -14,7 +14,7 @@ rays are traced and their first hits are the reference points (the surface the c
   diagonal (``--tau``), the usual figures of Tanks and Temples and the surface-reconstruction papers;
 - the rendered expected depth of the test views against the ray caster's depth: median absolute error
   where both have a surface (alpha >= 0.5), as a share of the true depth;
-- the run's test PSNR and the extraction's time and peak memory.
+- the run's test PSNR and training time (what a regulariser costs), the extraction's time and peak memory.
 
 ``--gaussians N`` times the extraction at another model size: the trained Gaussians tiled to ``N`` (each copy's
 centres jittered by a hundredth of the scene extent). The surface rows then score that tiled model, not the run.
@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
             both = (alpha >= 0.5) & (true_depth > 0)
             errors.append(np.abs(depth[both] - true_depth[both]) / true_depth[both])
     depth_err = float(np.median(np.concatenate(errors)))
-    psnr = json.loads((exp_dir / "metrics.json").read_text())["mean"]["psnr"]
+    metrics = json.loads((exp_dir / "metrics.json").read_text())
+    psnr, train_s = metrics["mean"]["psnr"], metrics.get("train_seconds")
     g = volume.grid
     print(f"run: {exp_dir} ({ev.model.num_gaussians:,} Gaussians, test PSNR {psnr:.2f} dB)")
     print(
@@ -165,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         f"demo mesh: F-score {scores['fscore']:.3f} (precision {scores['precision']:.3f}, recall {scores['recall']:.3f}) "
         f"at {args.tau:.0%} of the diagonal, Chamfer {scores['chamfer']:.4f} (accuracy {scores['accuracy']:.4f}, "
         f"completeness {scores['completeness']:.4f}); test depth error {100 * depth_err:.2f}% (median); "
-        f"test PSNR {psnr:.2f} dB; extraction {seconds:.1f} s, peak {peak_gb:.2f} GB"
+        f"test PSNR {psnr:.2f} dB; training {train_s:.0f} s; extraction {seconds:.1f} s, peak {peak_gb:.2f} GB"
     )
     return 0
 

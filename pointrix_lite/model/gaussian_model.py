@@ -53,6 +53,10 @@ def check_model_config(cfg: Any) -> None:
         bad("init_scale", f"must be positive, got {cfg.init_scale}")
     if not cfg.flatten_weight >= 0.0:
         bad("flatten_weight", f"must be >= 0, got {cfg.flatten_weight}")
+    if not cfg.normal_consistency_weight >= 0.0:
+        bad("normal_consistency_weight", f"must be >= 0, got {cfg.normal_consistency_weight}")
+    if not 0.0 <= cfg.normal_consistency_from <= 1.0:
+        bad("normal_consistency_from", f"must be a share of the steps in [0, 1], got {cfg.normal_consistency_from}")
     if cfg.init_random_quats and cfg.init_oriented:
         bad("init_oriented", "init_random_quats and init_oriented both choose the initial rotations: set one")
     if cfg.init_num_points < 1:
@@ -120,6 +124,11 @@ class GaussianModel(nn.Module):
         # Opt-in surface regulariser (docs/geometry.md): + w * mean(smallest scale) / scene extent, which pulls
         # each Gaussian flat towards a surface element (2DGS's surfels, PGSR's flattening); 0 = off.
         flatten_weight: float = 0.0
+        # Opt-in surface regulariser (docs/geometry.md): + w * (1 - <blended Gaussian normal, normal of the rendered
+        # depth>) (model/surface_loss.py, 2DGS's term), from this share of the steps on: the depth of the first
+        # steps is not a surface yet (2DGS starts at 7000 of 30000). One more 4-channel render per step; 0 = off.
+        normal_consistency_weight: float = 0.0
+        normal_consistency_from: float = 0.3
         # LPIPS as published tables report it (docs/usage.md, "metrics.json"): "lpips" with AlexNet (gsplat's
         # simple_trainer, splatfacto, nerfbaselines) and "lpips_vgg" with VGG (the 3DGS paper's backbone,
         # nerfbaselines' Blender protocol), both on images scaled to [-1, 1]; "alex" or "vgg" computes one.
@@ -229,7 +238,8 @@ class GaussianModel(nn.Module):
 
         Returns:
             ``loss`` (to minimise), ``l1`` and ``ssim`` (detached, for logging); with ``flatten_weight``
-            also ``flatten``, the mean smallest scale over the scene extent.
+            also ``flatten``, the mean smallest scale over the scene extent; with ``normal_consistency_weight``
+            (once its share of the steps has passed) ``normal``, the depth-normal consistency term.
         """
         from .loss import batch_mask, masked_l1_and_ssim
 
@@ -243,6 +253,17 @@ class GaussianModel(nn.Module):
             flat = torch.exp(self.params["scales"].min(dim=-1).values).mean() / self.scene_extent
             out["loss"] = out["loss"] + self.config.flatten_weight * flat
             out["flatten"] = flat.detach()
+        w = self.config.normal_consistency_weight
+        if w > 0 and self.step >= self.config.normal_consistency_from * self._max_steps:
+            from .surface_loss import depth_normal_consistency
+
+            if "render_features" not in render_out:
+                problem = "needs a renderer that blends per-Gaussian features (GaussianRenderer's render_features)"
+                raise OptionError("normal_consistency_weight", problem, "model")
+            cams = [view.camera for view in batch]
+            term = depth_normal_consistency(render_out["render_features"], self.render_params(), cams)
+            out["loss"] = out["loss"] + w * term
+            out["normal"] = term.detach()
         return out
 
     @torch.no_grad()

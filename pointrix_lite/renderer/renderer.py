@@ -45,7 +45,8 @@ class GaussianRenderer:
     The output dict (``docs/architecture.md``): ``rgb [C,H,W,3]``, ``depth [C,H,W,1]``
     (expected depth), ``alpha [C,H,W,1]``, ``means2d [C,N,2]`` (gradient retained for the
     densification strategy), ``radii [C,N,2]``, ``visibility [C,N]``, ``width``, ``height``,
-    ``n_cameras``.
+    ``n_cameras``, and ``render_features``, a function that blends other per-Gaussian values into the
+    same cameras (``_features``).
     """
 
     @dataclass
@@ -154,7 +155,33 @@ class GaussianRenderer:
         )
         if depth:
             out["depth"] = colors[..., 3:4]
+        out["render_features"] = lambda features: self._features(params, viewmats, Ks, width, height, features)
         return out
+
+    def _features(
+        self, params: dict[str, Tensor], viewmats: Tensor, Ks: Tensor, width: int, height: int, features: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """Per-Gaussian ``features`` (``[N, D]``, or ``[C, N, D]`` per camera) blended into the cameras of one
+        ``__call__`` as colours are, without SH and on a zero background, through the same backend and
+        options: ``([C, H, W, D], alpha [C, H, W, 1])``, differentiable in the features and the Gaussians.
+
+        A loss that needs another per-pixel quantity than colour (a normal, a depth) renders it through
+        ``render_out["render_features"]`` and pays for the pass only on the steps that use it."""
+        C, D = viewmats.shape[0], features.shape[-1]
+        options = self.config.options(width, height, sh_degree=None, render_mode="RGB", absgrad=False)
+        image, alpha, _ = rasterize(
+            params["means"],
+            params["quats"],
+            params["scales"],
+            params["opacities"],
+            features,
+            viewmats,
+            Ks,
+            torch.zeros(C, D, device=features.device, dtype=features.dtype),
+            options,
+            self.config.backend,
+        )
+        return image, alpha
 
     def blend_weights(self, model: Any, cameras: Sequence[Any], pixel_weights: Tensor) -> Tensor:
         """Per Gaussian, the sum over pixels of ``pixel_weights`` times its blend weight there.
