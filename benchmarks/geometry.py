@@ -1,11 +1,16 @@
-"""Mesh accuracy against the true surface: scripts/mesh.py's TSDF mesh of the demo scene, with its test PSNR.
+"""Mesh accuracy against the true surface: scripts/mesh.py's TSDF mesh of a generated scene, with its test PSNR.
 
     python -m benchmarks geometry                            # trains configs/demo_colmap.yaml, then meshes it
     python -m benchmarks geometry --exp-dir outputs/demo_colmap   # a run of the demo's COLMAP layout
     python -m benchmarks geometry model.sh_degree=0          # overrides for the training run
+    python -m benchmarks geometry --scene photo              # photo, clutter, outdoor: configs/colmap_cpu.yaml
 
-The demo scene is ray cast (``data/demo/raycast.py``), so its true surface is known: every training camera's
-rays are traced and their first hits are the reference points (the surface the cameras see). The mesh
+The generated scenes are ray cast (``data/demo/raycast.py``), so their true surface is known: every training
+camera's rays (every ``--stride``-th pixel) are traced and their first hits are the reference points (the
+surface the cameras see), turned into the model's frame where the dataset turned the scene
+(``orientation.json``) and kept inside the box the extraction meshes (the outdoor scene's skyline lies beyond
+it: the count kept is printed). The demo trains ``configs/demo_colmap.yaml``, the others the shipped
+``configs/colmap_cpu.yaml`` (``benchmarks/datasets.py`` makes them under data/ on first use). The mesh
 (``geometry.extract``: the training views' expected depth fused into a TSDF, marching cubes, the defaults of
 ``scripts/mesh.py``) is sampled uniformly by area, as many points as the reference. Printed:
 
@@ -27,34 +32,59 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks._common import REPO, add_run_arguments, cpu_name, load_average, parser
 
-CONFIG = "configs/demo_colmap.yaml"
+CONFIGS = {"demo": "configs/demo_colmap.yaml", "photo": "configs/colmap_cpu.yaml"}
+SCENES = ("demo", "photo", "clutter", "outdoor")
 
 
-def train(out: Path, overrides: list[str]) -> Path:
-    """``scripts/train.py`` of the demo's COLMAP layout into ``out``; the run folder."""
-    cmd = [sys.executable, "scripts/train.py", "--config", CONFIG, f"output_dir={out}", "--overwrite", *overrides]
-    subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
-    return out / "demo_colmap"
+def train(out: Path, scene: str, overrides: list[str]) -> Path:
+    """``scripts/train.py`` of ``scene`` into ``out``; the run folder."""
+    config = CONFIGS.get(scene, CONFIGS["photo"])
+    data = []
+    if scene != "demo":
+        from benchmarks.datasets import scene_root
+
+        data = [f"dataset.data_path={scene_root(scene)}"]
+    name = f"geometry_{scene}"
+    cmd = [sys.executable, "scripts/train.py", "--config", config, f"output_dir={out}", f"name={name}", "--overwrite"]
+    subprocess.run([*cmd, *data, *overrides], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    return out / name
 
 
-def true_surface(cams: list, stride: int = 1) -> tuple[np.ndarray, list[np.ndarray]]:
+def scene_truth(scene: str) -> tuple[dict, Callable]:
+    """``scene``'s cameras by name and ``prims_for(camera)``, the primitives the ray caster traces."""
+    from pointrix_lite.data.demo import clutter, outdoor, photo
+    from pointrix_lite.data.demo.scene import build_scene, camera_ring
+
+    if scene == "demo":
+        prims = build_scene()
+        return {c.name: c for c in camera_ring()}, lambda cam: prims
+    from benchmarks.datasets import SCENES as DATA
+
+    shape = DATA[scene][2]
+    world = {"photo": photo.build_photo_scene, "clutter": clutter.build_clutter_scene}.get(scene)
+    world = world() if world else outdoor.build_outdoor_scene()
+    cams = (outdoor.outdoor_cameras if scene == "outdoor" else photo.photo_cameras)(*shape)
+    return {c.name: c for c in cams}, world.prims_for
+
+
+def true_surface(cams: list, prims_for: Callable, stride: int = 1) -> tuple[np.ndarray, list[np.ndarray]]:
     """The ray caster's first hits through every ``stride``-th pixel of ``cams``: all points ``[N, 3]``, and
     each camera's z-depth map (0 on a miss)."""
     from pointrix_lite.data.demo.raycast import trace
-    from pointrix_lite.data.demo.scene import build_scene, camera_rays
+    from pointrix_lite.data.demo.scene import camera_rays
 
-    prims = build_scene()
     points, depths = [], []
     for cam in cams:
         v, u = np.meshgrid(np.arange(0, cam.height, stride) + 0.5, np.arange(0, cam.width, stride) + 0.5, indexing="ij")
         o, d = camera_rays(cam, u.ravel(), v.ravel())
-        hits = trace(prims, o, d)
+        hits = trace(prims_for(cam), o, d)
         ok = np.isfinite(hits.t)
         points.append(hits.points[ok])
         z = (hits.points - o) @ cam.w2c[2, :3]  # distance along the optical axis
@@ -107,18 +137,21 @@ def surface_scores(mesh_pts: np.ndarray, true_pts: np.ndarray, tau: float) -> di
 def main(argv: list[str] | None = None) -> int:
     p = parser(__name__, __doc__)
     add_run_arguments(p, __name__)
-    p.add_argument("--exp-dir", type=Path, help="mesh this run of the demo's COLMAP layout instead of training one")
+    p.add_argument("--scene", choices=SCENES, default="demo", help="the generated scene (default: demo)")
+    p.add_argument("--exp-dir", type=Path, help="mesh this run of --scene instead of training one")
+    p.add_argument("--stride", type=int, default=0, help="reference rays every N pixels (default: 2 demo, 4 others)")
     p.add_argument("--tau", type=float, default=0.01, help="F-score threshold, share of the surface's bbox diagonal")
     p.add_argument("--resolution", type=int, default=256, help="as scripts/mesh.py --resolution")
     p.add_argument("--gaussians", type=int, help="tile the model to this many Gaussians first (timing at that size)")
     args = p.parse_args(argv)
     print(f"CPU: {cpu_name()}; load {load_average()}")
-    exp_dir = args.exp_dir or train(args.out, args.overrides)
+    exp_dir = args.exp_dir or train(args.out, args.scene, args.overrides)
+    stride = args.stride or (2 if args.scene == "demo" else 4)
 
     import torch
 
     from pointrix_lite.cli.common import load_components, open_experiment
-    from pointrix_lite.data.demo.scene import camera_ring
+    from pointrix_lite.data.orientation import ORIENTATION_FILE, read_orientation
     from pointrix_lite.geometry.extract import fuse, render_views, scene_box
     from pointrix_lite.geometry.maps import view_maps
 
@@ -127,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.gaussians:
         tile(ev.model, args.gaussians, ev.dataset.scene_extent)
     ev.model.eval()
-    cams = {c.name: c for c in camera_ring()}
+    cams, prims_for = scene_truth(args.scene)
+    turn = read_orientation(exp_dir / ORIENTATION_FILE)  # model point = turn @ scene point
     train_views, test_views = list(ev.dataset.train_views), list(ev.dataset.test_views)
     start = time.perf_counter()
     with torch.no_grad():
@@ -137,12 +171,16 @@ def main(argv: list[str] | None = None) -> int:
         verts, faces, _, _ = volume.extract_mesh()
     seconds = time.perf_counter() - start
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    true_pts, _ = true_surface([cams[v.name] for v in train_views], stride=2)
+    true_pts, _ = true_surface([cams[v.name] for v in train_views], prims_for, stride=stride)
+    if turn is not None:
+        true_pts = true_pts @ turn.T
+    seen = len(true_pts)
+    true_pts = true_pts[np.all((true_pts >= lo) & (true_pts <= hi), axis=1)]
     diag = float(np.linalg.norm(true_pts.max(0) - true_pts.min(0)))
     scores = surface_scores(sample_mesh(verts, faces, len(true_pts)), true_pts, args.tau * diag)
 
     errors = []
-    _, true_depths = true_surface([cams[v.name] for v in test_views])
+    _, true_depths = true_surface([cams[v.name] for v in test_views], prims_for)
     with torch.no_grad():
         for view, true_depth in zip(test_views, true_depths):
             m = view_maps(ev.model, ev.renderer, view.camera, ev.dataset.background, gaussian_normals=False)
@@ -159,11 +197,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"surface diagonal {diag:.3f}, tau = {args.tau:.0%} = {args.tau * diag:.4f}; {len(true_pts):,} reference points"
+        f" ({seen:,} hits, those inside the extraction box kept)"
     )
     tiled = f"tiled to {args.gaussians:,} Gaussians (PSNR: the run's, untiled): " if args.gaussians else ""
     print(
         f"{tiled}"
-        f"demo mesh: F-score {scores['fscore']:.3f} (precision {scores['precision']:.3f}, recall {scores['recall']:.3f}) "
+        f"{args.scene} mesh: F-score {scores['fscore']:.3f} (precision {scores['precision']:.3f}, recall {scores['recall']:.3f}) "
         f"at {args.tau:.0%} of the diagonal, Chamfer {scores['chamfer']:.4f} (accuracy {scores['accuracy']:.4f}, "
         f"completeness {scores['completeness']:.4f}); test depth error {100 * depth_err:.2f}% (median); "
         f"test PSNR {psnr:.2f} dB; training {train_s:.0f} s; extraction {seconds:.1f} s, peak {peak_gb:.2f} GB"

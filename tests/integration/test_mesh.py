@@ -9,7 +9,7 @@ import trimesh
 from plyfile import PlyData
 from scipy.spatial import cKDTree
 
-from benchmarks.geometry import true_surface
+from benchmarks.geometry import scene_truth, true_surface
 from pointrix_lite.cli.mesh import main as mesh_main
 from pointrix_lite.data.demo.scene import camera_ring
 
@@ -35,7 +35,7 @@ def test_mesh_files_reread_and_on_the_true_surface(trained_run, tmp_path, capsys
     assert points.count == n_points > 1000 and {"nx", "red"} <= set(points.data.dtype.names)
 
     # on the scene's surface: the ray caster's first hits from the demo's cameras (the model's own frame)
-    truth, _ = true_surface(camera_ring()[::4], stride=4)
+    truth, _ = true_surface(camera_ring()[::4], scene_truth("demo")[1], stride=4)
     diag = np.linalg.norm(truth.max(0) - truth.min(0))
     distance = cKDTree(truth).query(np.asarray(ply.vertices))[0]
     assert np.median(distance) < 0.01 * diag, np.median(distance) / diag

@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 from PIL import Image
 
-from benchmarks.geometry import true_surface
+from benchmarks.geometry import scene_truth, true_surface
 from pointrix_lite.cli.render import main as render_main
 from pointrix_lite.data.demo.scene import camera_ring
 from tests.integration.conftest import SCALE
@@ -41,7 +41,7 @@ def test_depth_and_normal_maps(trained_run, tmp_path, capsys):
             width=c.width // SCALE,
             height=c.height // SCALE,
         )
-        _, (truth,) = true_surface([cam])
+        _, (truth,) = true_surface([cam], scene_truth("demo")[1])
         both = (depth > 0) & (truth > 0)
         errors.append(np.abs(depth[both] - truth[both]) / truth[both])
     assert np.median(np.concatenate(errors)) < 0.02
