@@ -7,7 +7,7 @@ target its module name and the CPU flags its code may use (read from the compile
 built: the machine that installs the wheel may have no compiler to ask). At import the first target,
 highest level first, whose flags this CPU has is loaded; nothing is compiled.
 
-A manifest that does not fit (sources edited since, another torch, another machine type) is
+A manifest that does not fit (sources edited since, another torch release, another machine type) is
 passed over with the reason, and the source build (``_build.py``) takes over as without a wheel.
 """
 
