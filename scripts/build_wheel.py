@@ -61,14 +61,14 @@ def cross_build(source: Path, machine: str, targets: str, folder: Path) -> Path:
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
     pure = build(source, "", folder / "pure")
+    manifest = wheel.manifest(archs, tc.cxx, machine)  # the module names the builds below give their modules
     modules = []
-    for arch in archs:
-        print(f"      {machine} {arch}: compiling with {tc.cxx} ...", flush=True)
+    for target in manifest.targets:
+        print(f"      {machine} {target.arch}: compiling with {tc.cxx} ...", flush=True)
         try:
-            modules.append(cross.build_module(tc, arch, folder / "objects" / arch, folder / "modules"))
+            modules.append(cross.build_module(tc, target, folder / "objects" / target.arch, folder / "modules"))
         except RuntimeError as exc:
-            raise SystemExit(f"error: the {arch} module did not build:\n{exc}") from None
-    manifest = wheel.manifest(archs, tc.cxx, machine)
+            raise SystemExit(f"error: the {target.arch} module did not build:\n{exc}") from None
     return wheel.add_prebuilt(pure, modules, manifest, f"linux_{machine}", folder)
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import _build
-from .cpu_check import target_flags
+from .prebuilt import Target
 
 SRC_DIR = Path(__file__).resolve().parent
 # torch.utils.cpp_extension's own: what it links (ldflags of its build.ninja) and defines
@@ -155,29 +155,25 @@ def link(tc: Toolchain, objects: list[Path], out: Path, arch: str, libs: Path) -
     return out
 
 
-def module_name(tc: Toolchain, arch: str) -> str:
-    """The prebuilt module's name for ``arch``: the source build's name for that target on that machine."""
-    return _build.arch_module_name(SRC_DIR, arch, target_flags(arch, tc.cxx))
-
-
-def build_module(tc: Toolchain, arch: str, work: Path, out_dir: Path) -> Path:
-    """Cross-compiles the native rasterizer for ``tc`` at ``-march=arch`` into ``out_dir/<module><suffix>``
-    (objects and stand-ins in ``work``).
+def build_module(tc: Toolchain, target: Target, work: Path, out_dir: Path) -> Path:
+    """Cross-compiles the native rasterizer for ``tc`` as the manifest's ``target`` (its ``-march`` value and
+    module name) into ``out_dir/<module><suffix>`` (objects and stand-ins in ``work``).
 
     Raises:
         RuntimeError: a compile or the link failed (the command and the compiler's messages).
     """
-    name = module_name(tc, arch)
     work.mkdir(parents=True, exist_ok=True)
-    failed = [job.error for job in run_jobs(compile_jobs(tc, arch, name, work)) if job.error]
+    failed = [job.error for job in run_jobs(compile_jobs(tc, target.arch, target.module, work)) if job.error]
     if failed:
         raise RuntimeError("\n\n".join(failed))
     objects = [work / f"{Path(s).stem}.o" for s in _build._SOURCES]
     out_dir.mkdir(parents=True, exist_ok=True)
-    return link(tc, objects, out_dir / f"{name}{tc.ext_suffix}", arch, stand_ins(tc, work / "stand-ins"))
+    out = out_dir / f"{target.module}{tc.ext_suffix}"
+    return link(tc, objects, out, target.arch, stand_ins(tc, work / "stand-ins"))
 
 
-_SYMBOL = re.compile(r"^\s*\d+:\s+\w+\s+\d+\s+(\w+)\s+(\w+)\s+\w+\s+(\w+)\s+(\S+)")
+# Num: Value Size Type Bind Vis Ndx Name (readelf -W writes a size above 99999 in hex)
+_SYMBOL = re.compile(r"^\s*\d+:\s+\w+\s+\S+\s+(\w+)\s+(\w+)\s+\w+\s+(\w+)\s+(\S+)")
 
 
 def dynamic_symbols(path: Path) -> tuple[set[str], set[str]]:
@@ -189,7 +185,7 @@ def dynamic_symbols(path: Path) -> tuple[set[str], set[str]]:
         m = _SYMBOL.match(line)
         if not m or m.group(1) not in ("FUNC", "OBJECT", "NOTYPE", "TLS", "IFUNC", "GNU_IFUNC"):
             continue
-        kind, bind, ndx, name = m.groups()
+        _, bind, ndx, name = m.groups()
         name = name.split("@")[0]
         if ndx == "UND":
             if bind != "WEAK":
