@@ -261,7 +261,8 @@ class GaussianModel(nn.Module):
                 problem = "needs a renderer that blends per-Gaussian features (GaussianRenderer's render_features)"
                 raise OptionError("normal_consistency_weight", problem, "model")
             cams = [view.camera for view in batch]
-            term = depth_normal_consistency(render_out["render_features"], self.render_params(), cams)
+            # the raw parameters: the term reads means, rotations and which scale is smallest (log or not)
+            term = depth_normal_consistency(render_out["render_features"], self.params, cams)
             out["loss"] = out["loss"] + w * term
             out["normal"] = term.detach()
         return out

@@ -42,7 +42,7 @@ def depth_normal_consistency(
 
     Args:
         render_features: ``render_out["render_features"]`` of the step's render (``GaussianRenderer._features``).
-        params: ``model.render_params()`` (``means``, ``quats``, ``scales``).
+        params: ``means``, ``quats`` and ``scales`` (only which axis is smallest is read: log scales will do).
         cameras: The ``C`` cameras rendered (``viewmat [4,4]``, ``K [3,3]``).
 
     Returns:
