@@ -39,13 +39,12 @@ import numpy as np
 
 from benchmarks._common import REPO, add_run_arguments, cpu_name, load_average, parser
 
-CONFIGS = {"demo": "configs/demo_colmap.yaml", "photo": "configs/colmap_cpu.yaml"}
 SCENES = ("demo", "photo", "clutter", "outdoor")
 
 
 def train(out: Path, scene: str, overrides: list[str]) -> Path:
     """``scripts/train.py`` of ``scene`` into ``out``; the run folder."""
-    config = CONFIGS.get(scene, CONFIGS["photo"])
+    config = "configs/demo_colmap.yaml" if scene == "demo" else "configs/colmap_cpu.yaml"
     data = []
     if scene != "demo":
         from benchmarks.datasets import scene_root
@@ -67,11 +66,12 @@ def scene_truth(scene: str) -> tuple[dict, Callable]:
         return {c.name: c for c in camera_ring()}, lambda cam: prims
     from benchmarks.datasets import SCENES as DATA
 
-    shape = DATA[scene][2]
-    world = {"photo": photo.build_photo_scene, "clutter": clutter.build_clutter_scene}.get(scene)
-    world = world() if world else outdoor.build_outdoor_scene()
-    cams = (outdoor.outdoor_cameras if scene == "outdoor" else photo.photo_cameras)(*shape)
-    return {c.name: c for c in cams}, world.prims_for
+    build, cameras = {
+        "photo": (photo.build_photo_scene, photo.photo_cameras),
+        "clutter": (clutter.build_clutter_scene, photo.photo_cameras),
+        "outdoor": (outdoor.build_outdoor_scene, outdoor.outdoor_cameras),
+    }[scene]
+    return {c.name: c for c in cameras(*DATA[scene][2])}, build().prims_for
 
 
 def true_surface(cams: list, prims_for: Callable, stride: int = 1) -> tuple[np.ndarray, list[np.ndarray]]:
