@@ -54,6 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="lens model (default SIMPLE_RADIAL; OPENCV can squash focal lengths on small sets)",
     )
     p.add_argument(
+        "--principal-point",
+        choices=("refine", "centre"),
+        default="centre",
+        help="refine: free each camera's principal point in a last bundle adjustment (kept within 5%% of the "
+        "image size of the centre); centre: COLMAP's, held at the image centre",
+    )
+    p.add_argument(
         "--matcher",
         choices=MATCHERS,
         default="auto",
@@ -137,6 +144,7 @@ def to_options(args: argparse.Namespace) -> ProcessOptions:
         images=args.images,
         video=args.video,
         camera_model=args.camera_model,
+        principal_point=args.principal_point,
         matcher=args.matcher,
         retrieval_neighbors=args.retrieval_neighbors,
         vocab_tree=args.vocab_tree,

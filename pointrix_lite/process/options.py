@@ -26,6 +26,7 @@ class ProcessOptions:
     images: Path | None = None
     video: Path | None = None
     camera_model: str = "SIMPLE_RADIAL"
+    principal_point: Literal["refine", "centre"] = "centre"  # refine: freed in a last bundle adjustment
     matcher: Literal["auto", "exhaustive", "retrieval", "sequential", "vocab_tree"] = "auto"
     retrieval_neighbors: int = RETRIEVAL_NEIGHBORS
     vocab_tree: Path | None = None  # only with an explicit file: COLMAP would download one (and abort offline)

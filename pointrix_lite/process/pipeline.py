@@ -19,6 +19,7 @@ from .inputs import ImageSet, scan_images
 from .mapping import map_scene
 from .matching import match_features
 from .options import CLUSTER_OVERLAP, ProcessOptions
+from .principal_point import MAX_SHIFT, MIN_IMAGES, refine_principal_point
 from .report import Summary, print_summary, write_summary
 from .sfm import ChosenModel
 from .upright import write_upright
@@ -148,6 +149,10 @@ def _structure_from_motion(
     summary.matcher, summary.mapper = matcher, opts.resolved_mapper(n)
     chosen = _map(pycolmap, opts, database, images, colmap_dir, stages)
     rec = chosen.reconstruction
+    if opts.principal_point == "refine":
+        summary.principal_points = _principal_point(
+            pycolmap, rec, colmap_dir / "sparse" / str(chosen.index), opts, stages
+        )
     summary.focal_lengths = sfm.check_intrinsics(rec, opts.camera_model)
     summary.registered, summary.unregistered, summary.dropped_models = (
         chosen.registered,
@@ -176,6 +181,25 @@ def _structure_from_motion(
         (int(c.width), int(c.height)) for c in pycolmap.Reconstruction(str(opts.out / "sparse" / "0")).cameras.values()
     ]
     summary.image_size = list(max(sizes, key=lambda wh: wh[0] * wh[1])) if sizes else []
+
+
+def _principal_point(pycolmap, rec, sparse_dir: Path, opts: ProcessOptions, stages: Stages) -> list[list[float]]:
+    """The principal-point stage: ``rec`` adjusted with its points free and written back to ``sparse_dir``
+    (what undistortion reads); each camera's ``[cx, cy]`` as kept."""
+    with stages.stage("principal point", "bundle adjustment with the principal point free") as st:
+        shifts = refine_principal_point(pycolmap, rec, opts.threads)
+        if not shifts:
+            st.done(f"held at the centre (fewer than {MIN_IMAGES} images, or a lens model without one)")
+            return []
+        rec.write(str(sparse_dir))
+        st.done(
+            "; ".join(
+                f"camera {s.camera_id}: ({s.before[0]:.1f}, {s.before[1]:.1f}) -> ({s.after[0]:.1f}, {s.after[1]:.1f}) px"
+                + ("" if s.kept else f", beyond {MAX_SHIFT:.0%} of the image: held at the centre")
+                for s in shifts
+            )
+        )
+        return [list(s.after if s.kept else s.before) for s in shifts]
 
 
 def _map(

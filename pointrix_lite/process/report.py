@@ -22,6 +22,7 @@ class Summary:
     skipped_inputs: list[tuple[str, str]] = field(default_factory=list)
     reprojection_error: float = 0.0
     focal_lengths: list[tuple[float, float]] = field(default_factory=list)
+    principal_points: list[list[float]] = field(default_factory=list)  # [cx, cy] per camera, where refined
     num_points: int = 0
     stage_seconds: dict[str, float] = field(default_factory=dict)
     downscaled: list[str] = field(default_factory=list)

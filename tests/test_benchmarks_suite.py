@@ -1,0 +1,120 @@
+"""``python -m benchmarks suite``'s mechanisms: Strecha's camera files read into COLMAP cameras that project
+as the file says, photos reduced by an integer factor with the cameras divided alike, SfM's points moved
+into the true frame, the ceiling's overrides, and one-line errors for missing captures and unknown scenes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # benchmarks/ is run from the checkout, not installed
+
+from benchmarks import suite  # noqa: E402
+from pointrix_lite.data.cameras import qvec_to_rotmat, rotmat_to_qvec  # noqa: E402
+from pointrix_lite.io.colmap import ColmapCamera, ColmapImage, ColmapModel  # noqa: E402
+
+
+def rotation(seed: int) -> np.ndarray:
+    q, r = np.linalg.qr(np.random.default_rng(seed).normal(size=(3, 3)))
+    q = q * np.sign(np.diag(r))
+    return q if np.linalg.det(q) > 0 else -q
+
+
+def write_strecha(path: Path, K: np.ndarray, R_c2w: np.ndarray, C: np.ndarray, size: tuple[int, int]) -> None:
+    rows = [*K, np.zeros(3), *R_c2w, C]
+    path.write_text("\n".join(" ".join(f"{v:.12g}" for v in row) + " " for row in rows) + f"\n{size[0]} {size[1]}\n")
+
+
+def test_a_strecha_camera_projects_points_as_its_file_says(tmp_path: Path) -> None:
+    K = np.array([[2759.48, 0, 1520.69], [0, 2764.16, 1006.81], [0, 0, 1]])
+    R_c2w, C = rotation(0), np.array([-7.3, -7.6, 0.2])
+    for name in ("a.jpg", "b.jpg"):
+        write_strecha(tmp_path / f"{name}.camera", K, R_c2w, C, (3072, 2048))
+    X = C + R_c2w @ np.array([0.3, -0.2, 5.0])  # a point in front of the camera
+    expected = K @ R_c2w.T @ (X - C)
+    expected = expected[:2] / expected[2]
+
+    model = suite.true_model(tmp_path, ["b.jpg", "a.jpg"], factor=2)
+    assert sorted(im.name for im in model.images.values()) == ["a.jpg", "b.jpg"]
+    im = model.images[1]
+    cam = model.cameras[im.camera_id]
+    assert (cam.model, cam.width, cam.height) == ("PINHOLE", 1536, 1024)
+    fx, fy, cx, cy = cam.params
+    x_cam = qvec_to_rotmat(im.qvec) @ X + im.tvec
+    uv = np.array([fx * x_cam[0] / x_cam[2] + cx, fy * x_cam[1] / x_cam[2] + cy])
+    np.testing.assert_allclose(uv, expected / 2, rtol=0, atol=1e-6)  # the reduced photo: pixel coordinates halved
+
+
+def test_a_broken_camera_file_and_a_missing_one_are_one_line(tmp_path: Path) -> None:
+    (tmp_path / "a.jpg.camera").write_text("1 0 0\n0 1\n")
+    with pytest.raises(SystemExit, match=r"a\.jpg\.camera: not a Strecha camera file"):
+        suite.true_model(tmp_path, ["a.jpg"], 1)
+    with pytest.raises(SystemExit, match=r"b\.jpg\.camera: no true camera for photo b\.jpg"):
+        suite.true_model(tmp_path, ["b.jpg"], 1)
+
+
+def test_photos_are_reduced_by_one_integer_factor_and_kept(tmp_path: Path) -> None:
+    from PIL import Image
+
+    src = tmp_path / "src"
+    src.mkdir()
+    rng = np.random.default_rng(1)
+    pixels = rng.integers(0, 256, size=(60, 90, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(src / "p0.png")
+    Image.fromarray(pixels[::-1]).save(src / "p1.png")
+    (src / "notes.txt").write_text("not a photo")
+    dest = tmp_path / "dest"
+    assert suite.reduce_photos(src, dest, max_side=40) == 3  # 90 / 3 = 30 <= 40; 90 / 2 = 45 is not
+    assert sorted(p.name for p in dest.iterdir()) == ["p0.png", "p1.png"]
+    small = np.asarray(Image.open(dest / "p0.png"), dtype=np.float64)
+    box = pixels.reshape(20, 3, 30, 3, 3).mean(axis=(1, 3))  # the 3x3 box mean of every block
+    assert small.shape == (20, 30, 3) and np.abs(small - box).max() <= 1.0
+    before = (dest / "p0.png").stat().st_mtime_ns
+    suite.reduce_photos(src, dest, max_side=40)
+    assert (dest / "p0.png").stat().st_mtime_ns == before  # reused, not written again
+
+
+def test_sfm_points_move_with_the_similarity_of_the_camera_centres() -> None:
+    rng = np.random.default_rng(2)
+    s, R, t = 3.0, rotation(3), np.array([1.0, -2.0, 0.5])
+    cams = {1: ColmapCamera(1, "PINHOLE", 10, 10, np.array([5.0, 5.0, 5.0, 5.0]))}
+    sfm_images, true_images = {}, {}
+    for i in range(1, 6):
+        rot, centre = rotation(10 + i), rng.normal(size=3)
+        sfm_images[i] = ColmapImage(i, rotmat_to_qvec(rot), -rot @ centre, 1, f"{i}.jpg")
+        true_rot, true_centre = rot @ R.T, s * R @ centre + t  # the same camera in the true frame
+        true_images[i] = ColmapImage(i, rotmat_to_qvec(true_rot), -true_rot @ true_centre, 1, f"{i}.jpg")
+    xyz = rng.normal(size=(7, 3))
+    rgb = rng.integers(0, 256, size=(7, 3), dtype=np.uint8)
+    sfm = ColmapModel(cams, sfm_images, xyz, rgb, {})
+    truth = ColmapModel(cams, true_images, np.zeros((0, 3)), np.zeros((0, 3), np.uint8), {})
+    moved = suite.with_sfm_points(truth, sfm)
+    np.testing.assert_allclose(moved.xyz, s * xyz @ R.T + t, atol=1e-9)
+    assert moved.images is truth.images and (moved.rgb == rgb).all()
+
+
+def test_the_ceiling_stretches_steps_budget_and_schedule() -> None:
+    out = suite.ceiling_overrides(REPO / "configs" / "colmap_cpu.yaml")
+    assert out == ["trainer.max_steps=30000", "strategy.cap_max=400000", "strategy.steps_scaler=1"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks", "suite", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_a_missing_capture_and_an_unknown_scene_are_one_line(tmp_path: Path) -> None:
+    proc = run("--data", str(tmp_path), "--scenes", "sceaux", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"error: --data: {tmp_path / 'ImageDataset_SceauxCastle'} not found; run with --fetch, or: "
+        f"git clone https://github.com/openMVG/ImageDataset_SceauxCastle {tmp_path / 'ImageDataset_SceauxCastle'}"
+    ]
+    proc = run("--data", str(tmp_path), "--scenes", "castle-P30")
+    assert proc.returncode == 1 and proc.stderr.strip().startswith("error: --scenes: unknown castle-P30;")
