@@ -9,6 +9,7 @@
     python -m benchmarks suite --data DIR seed=1              # overrides for every training run
     python -m benchmarks suite --data DIR --ceiling           # each scene's ceiling: 10x the steps, 2x the budget
     python -m benchmarks suite --data DIR --record            # rows of docs/results.md
+    python -m benchmarks suite --data DIR --rows-only         # the table of the last run again, training nothing
 
 A recipe tuned on generated scenes learns those scenes; this suite holds captures the project was never
 tuned on, each a public GitHub repository cloned into ``--data`` (nothing is committed):
@@ -325,6 +326,7 @@ def _f(value: float | None, fmt: str) -> str:
 COLUMNS = (
     "scene",
     "registered",
+    "test views",
     "PSNR",
     "SSIM",
     "LPIPS",
@@ -345,6 +347,7 @@ def cells(row: dict) -> dict[str, str]:
     return {
         "scene": row["scene"],
         "registered": f"{row['registered']}/{row['photos']}" if "photos" in row else "",
+        "test views": str(row["test_views"]) if "test_views" in row else "",
         "PSNR": _f(u["psnr"], ".2f"),
         "SSIM": _f(u["ssim"], ".4f"),
         "LPIPS": _f(u["lpips"], ".3f"),
@@ -424,6 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=-1, help="process.py --threads")
     p.add_argument("--process-args", default="", help="more process.py arguments, e.g. '--principal-point refine'")
     p.add_argument("--record", action="store_true", help="store the rows in benchmarks/results (docs/results.md)")
+    p.add_argument(
+        "--rows-only",
+        action="store_true",
+        help="train nothing: print (and --record) the rows an earlier run with the same options kept",
+    )
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for every training run")
     args = p.parse_args(argv)
     chosen = [s for s in args.scenes.split(",") if s]
@@ -439,15 +447,24 @@ def main(argv: list[str] | None = None) -> int:
     overrides = [*QUIET, *(ceiling_overrides(tree / CONFIG) if args.ceiling else []), *args.overrides]
     work = args.out / (tree.name if args.against else "work")
     print(f"CPU: {cpu_name()}; code: {label}; load {load_average()}; overrides: {' '.join(overrides)}", flush=True)
+    tag = "_".join(["ceiling" if args.ceiling else "default", *shlex.split(args.process_args), *args.overrides])
+    folders = {name: work / name / tag.replace("/", "_") for name in chosen}
+    if args.rows_only:
+        missing = [str(f / "row.json") for f in folders.values() if not (f / "row.json").is_file()]
+        if missing:
+            raise SystemExit(f"error: --rows-only: no kept row {missing[0]}; run without --rows-only first")
+        rows = [json.loads((f / "row.json").read_text()) for f in folders.values()]
+        print(f"\n{label}, rows kept in {work}:\n" + markdown(rows))
+        if args.record:
+            record(rows, label, args, argv)
+        return 0
     scenes = [prepare(name, args) for name in chosen]  # every capture found before the first run starts
     workers.prebuild(tree)
     rows = []
     for scene in scenes:
         name = scene.name
         print(f"{name}: {scene.photos} (reduced {scene.factor}x), true cameras: {scene.truth is not None}", flush=True)
-        tag = "_".join(["ceiling" if args.ceiling else "default", *shlex.split(args.process_args), *args.overrides])
-        tag = tag.replace("/", "_")
-        folder = work / name / tag
+        folder = folders[name]
         row = run_scene(scene, tree, folder, args, overrides)
         rows.append(row)
         folder.mkdir(parents=True, exist_ok=True)
@@ -473,7 +490,8 @@ def record(rows: list[dict], label: str, args, argv: list[str] | None) -> None:
     at = None
     if args.against and not (Path(args.against) / "pointrix_lite").is_dir():
         at = f"{revision.resolve(args.against)[:7]}"
-    command = ["python", "-m", "benchmarks", "suite", *(a for a in (argv or sys.argv[2:]) if a != "--record")]
+    dropped = ("--record", "--rows-only")  # the command that measured the rows
+    command = ["python", "-m", "benchmarks", "suite", *(a for a in (argv or sys.argv[2:]) if a not in dropped)]
     recipe = label if args.against else f"shipped ({version()})"
     extra = " ".join([args.process_args, *args.overrides]).strip()
     for row in [*rows, mean_row(rows)] if len(rows) > 1 else rows:

@@ -118,3 +118,23 @@ def test_a_missing_capture_and_an_unknown_scene_are_one_line(tmp_path: Path) -> 
     ]
     proc = run("--data", str(tmp_path), "--scenes", "castle-P30")
     assert proc.returncode == 1 and proc.stderr.strip().startswith("error: --scenes: unknown castle-P30;")
+
+
+def test_rows_only_prints_the_kept_rows_and_their_mean(tmp_path: Path) -> None:
+    import json
+
+    scores = {"psnr": 20.0, "ssim": 0.8, "lpips": None}
+    for scene, psnr in (("sceaux", 20.0), ("monstree", 23.0)):
+        folder = tmp_path / "out" / "work" / scene / "default_seed=1"
+        folder.mkdir(parents=True)
+        row = {"scene": scene, "photos": 11, "registered": 9, "test_views": 2, "unaligned": {**scores, "psnr": psnr}}
+        row |= {"aligned": scores, "train_seconds": 300.0, "seeding_seconds": 4.0}
+        (folder / "row.json").write_text(json.dumps(row))
+    args = ["--data", str(tmp_path / "none"), "--out", str(tmp_path / "out"), "--scenes", "sceaux,monstree"]
+    proc = run(*args, "--rows-only", "seed=1")
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
+    assert lines[2].startswith("| sceaux | 9/11 | 2 | 20.00 | 0.8000 |  | 20.00 |")
+    assert lines[4].startswith("| mean of 2 |  |  | 21.50 | 0.8000 |  | 20.00 |")
+    proc = run(*args, "--rows-only")  # another run's options: nothing kept
+    assert proc.returncode == 1 and "--rows-only: no kept row" in proc.stderr
