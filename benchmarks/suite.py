@@ -57,6 +57,7 @@ import numpy as np
 
 from benchmarks import datasets, workers
 from benchmarks._common import REPO, code_tree, cpu_name, load_average, parser
+from pointrix_lite.process.inputs import EXTENSIONS
 
 if TYPE_CHECKING:
     from benchmarks.results import Table
@@ -90,17 +91,14 @@ CAPTURES: dict[str, Capture] = {
     "monstree": Capture("alicevision/dataset_monstree", "full"),
     "sceaux": Capture("openMVG/ImageDataset_SceauxCastle", "images"),
 }
-PHOTO_SUFFIXES = {".jpg", ".jpeg", ".png"}
 
 
 # ------------------------------------------------------------------------------------------ the captures
 
 
-def fetch(data: Path, capture: Capture) -> Path:
-    """``data``/<repository name>, cloned (shallow, with a timeout) when absent."""
-    dest = data / capture.repo.split("/")[1]
-    if dest.is_dir():
-        return dest
+def fetch(dest: Path, capture: Capture) -> None:
+    """``capture``'s repository cloned into ``dest`` (shallow, with a timeout)."""
+    data = dest.parent
     data.mkdir(parents=True, exist_ok=True)
     url = f"https://github.com/{capture.repo}"
     print(f"$ git clone --depth 1 {url} {dest}", flush=True)
@@ -113,7 +111,6 @@ def fetch(data: Path, capture: Capture) -> Path:
         ) from None
     if out.returncode != 0:
         raise SystemExit(f"error: git clone {url} failed (exit {out.returncode}); clone it into {data} by hand")
-    return dest
 
 
 def capture_folder(data: Path, capture: Capture, clone: bool) -> Path:
@@ -124,21 +121,27 @@ def capture_folder(data: Path, capture: Capture, clone: bool) -> Path:
             raise SystemExit(
                 f"error: --data: {dest} not found; run with --fetch, or: git clone https://github.com/{capture.repo} {dest}"
             )
-        fetch(data, capture)
+        fetch(dest, capture)
     if not (dest / capture.photos).is_dir():
         raise SystemExit(f"error: {dest / capture.photos}: no such folder (is {dest} a clone of {capture.repo}?)")
     return dest
 
 
-def reduce_photos(src: Path, dest: Path, max_side: int) -> int:
+def photo_names(folder: Path) -> list[str]:
+    """The image files directly in ``folder`` (the suffixes ``process.py`` reads), sorted."""
+    return sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix.lower() in EXTENSIONS)
+
+
+def reduce_photos(src: Path, dest: Path, max_side: int) -> tuple[int, list[str]]:
     """Every photo of ``src`` reduced by one integer factor (the smallest bringing the long side to at most
-    ``max_side``) into ``dest`` (kept when already there); returns the factor. An integer box filter keeps
-    the true cameras exact: focal length and principal point divide by the factor."""
+    ``max_side``) into ``dest`` (kept when already there); returns the factor and the photos' names. An
+    integer box filter keeps the true cameras exact: focal length and principal point divide by the factor."""
     from PIL import Image
 
-    photos = sorted(p for p in src.iterdir() if p.suffix.lower() in PHOTO_SUFFIXES)
-    if not photos:
-        raise SystemExit(f"error: {src}: no photos (.jpg, .jpeg, .png)")
+    names = photo_names(src)
+    if not names:
+        raise SystemExit(f"error: {src}: no photos ({', '.join(sorted(EXTENSIONS))})")
+    photos = [src / n for n in names]
     with Image.open(photos[0]) as first:
         factor = max(1, math.ceil(max(first.size) / max_side))
     dest.mkdir(parents=True, exist_ok=True)
@@ -154,7 +157,7 @@ def reduce_photos(src: Path, dest: Path, max_side: int) -> int:
             part = out.with_name(out.name + ".part")
             small.save(part, format=im.format, **kwargs)
             part.replace(out)
-    return factor
+    return factor, names
 
 
 def strecha_pose(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, int]]:
@@ -217,10 +220,11 @@ def write_folder(folder: Path, model: ColmapModel, photos: Path) -> Path:
 
 @dataclasses.dataclass
 class Scene:
-    """Where a scene's photos are, the reduction applied to them and its true cameras (None: none)."""
+    """Where a scene's photos are, their names, the reduction applied to them and its true cameras (None: none)."""
 
     name: str
     photos: Path
+    names: list[str]
     truth: ColmapModel | None
     factor: int = 1
 
@@ -231,14 +235,13 @@ def prepare(name: str, args) -> Scene:
 
     if name in datasets.SCENES:  # generated: COLMAP folder with the true cameras
         root = datasets.scene_root(name)
-        return Scene(name, root / "images", read_model(root / "sparse" / "0"))
+        return Scene(name, root / "images", photo_names(root / "images"), read_model(root / "sparse" / "0"))
     capture = CAPTURES[name]
     repo = capture_folder(args.data, capture, args.fetch)
     photos = args.out / "photos" / name
-    factor = reduce_photos(repo / capture.photos, photos, args.max_side)
-    names = sorted(p.name for p in photos.iterdir() if p.suffix.lower() in PHOTO_SUFFIXES)
+    factor, names = reduce_photos(repo / capture.photos, photos, args.max_side)
     truth = true_model(repo / capture.cameras, names, factor) if capture.cameras else None
-    return Scene(name, photos, truth, factor)
+    return Scene(name, photos, names, truth, factor)
 
 
 def process(scene: Scene, tree: Path, folder: Path, args) -> ColmapModel:
@@ -277,7 +280,7 @@ def run_scene(scene: Scene, tree: Path, work: Path, args, overrides: list[str]) 
     run = workers.train_script(tree, config, [f"dataset.data_path={sfm_folder}", *overrides], work / "run_sfm")
     row: dict = {
         "scene": scene.name,
-        "photos": sum(1 for p in scene.photos.iterdir() if p.suffix.lower() in PHOTO_SUFFIXES),
+        "photos": len(scene.names),
         "registered": len(sfm.images),
         "test_views": len(run.get("per_view", {})),
         "gaussians": run.get("num_gaussians"),

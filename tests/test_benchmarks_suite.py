@@ -69,7 +69,7 @@ def test_photos_are_reduced_by_one_integer_factor_and_kept(tmp_path: Path) -> No
     Image.fromarray(pixels[::-1]).save(src / "p1.png")
     (src / "notes.txt").write_text("not a photo")
     dest = tmp_path / "dest"
-    assert suite.reduce_photos(src, dest, max_side=40) == 3  # 90 / 3 = 30 <= 40; 90 / 2 = 45 is not
+    assert suite.reduce_photos(src, dest, max_side=40) == (3, ["p0.png", "p1.png"])  # 90 / 3 <= 40 < 90 / 2
     assert sorted(p.name for p in dest.iterdir()) == ["p0.png", "p1.png"]
     small = np.asarray(Image.open(dest / "p0.png"), dtype=np.float64)
     box = pixels.reshape(20, 3, 30, 3, 3).mean(axis=(1, 3))  # the 3x3 box mean of every block

@@ -1,9 +1,9 @@
 """A last bundle adjustment that frees each camera's principal point, which COLMAP's mapper holds at the
 image centre.
 
-Why: a lens whose optical axis meets the sensor a few pixels off its centre (every real camera; Strecha's
-surveyed cameras: 8 px at 1536 px) is explained, with the principal point held at the centre, by turning
-every camera by the matching angle (about 8 / 1380 rad, a third of a degree) and moving it to suit. Those
+Why: a lens whose optical axis meets the sensor a few pixels off its centre (every real camera) is
+explained, with the principal point held at the centre, by turning every camera by the matching angle
+(the offset over the focal length, in radians) and moving it to suit. Those
 small rotations are what the trained model then pays for: the training views disagree by a few pixels
 where the scene is far from the cameras' common centre. The mapper keeps the point fixed because, while a
 model grows from two or three images, nothing constrains it; once every image is registered, the views'
@@ -40,16 +40,16 @@ def _point(camera: Any) -> tuple[float, float]:
 def refine_principal_point(pycolmap: Any, rec: Any, threads: int = -1) -> list[Shift]:
     """Bundle-adjust ``rec`` (a ``pycolmap.Reconstruction``, changed in place) with every camera's principal
     point free; where a camera's point moves beyond :data:`MAX_SHIFT`, the drifted cameras get their
-    points back and the model is adjusted again with every point held. Returns one :class:`Shift` per camera; nothing is done (an empty list) where
-    fewer than :data:`MIN_IMAGES` images are registered or a camera model has no principal point."""
+    points back and the model is adjusted again with every point held. Returns one :class:`Shift` per
+    camera; nothing is done (an empty list) where fewer than :data:`MIN_IMAGES` images are registered or
+    a camera model has no principal point."""
     cameras = dict(rec.cameras)
     if rec.num_reg_images() < MIN_IMAGES or any(c.model.name not in PRINCIPAL_POINT_INDEX for c in cameras.values()):
         return []
     before = {k: _point(c) for k, c in cameras.items()}
     options = pycolmap.BundleAdjustmentOptions()
     options.refine_principal_point = True
-    if hasattr(options, "ceres") and hasattr(options.ceres, "solver_options") and threads > 0:
-        options.ceres.solver_options.num_threads = threads
+    options.ceres.solver_options.num_threads = threads
     pycolmap.bundle_adjustment(rec, options)
     shifts = [Shift(int(k), before[k], _point(c), True) for k, c in rec.cameras.items()]
     drifted = [s for s in shifts if not _within(s, rec.cameras[s.camera_id])]
