@@ -26,7 +26,7 @@ from pathlib import Path
 from benchmarks._common import REPO, add_run_arguments, cpu_name, fresh_run, load_average, parser
 
 CONFIG = REPO / "configs" / "colmap_cpu.yaml"
-COMMON = ["dataset.scale=1", "dataset.orientation=none", "trainer.val_interval=0"]
+COMMON = ["dataset.orientation=none", "trainer.val_interval=0"]
 
 
 def build_parser():
@@ -44,6 +44,14 @@ def build_parser():
         "--band", type=float, default=1.0, help="pixels whose surface is this close to a cell border are 'near'"
     )
     p.add_argument("--skip-whole", action="store_true", help="reuse the whole-scene run in --out")
+    p.add_argument(
+        "--context", default="none,coarse", help="train_blocks.py --context values to compare, comma-separated"
+    )
+    p.add_argument("--scene", type=Path, help="a COLMAP scene folder in place of the generated street (no seams)")
+    p.add_argument("--record", action="store_true", help="store the rows in benchmarks/results (docs/results.md)")
+    p.add_argument(
+        "--rows-only", action="store_true", help="train nothing: print (and --record) the rows of --out/results.json"
+    )
     return p
 
 
@@ -112,19 +120,74 @@ def seams(manifest, scene: Path, renders: dict[str, Path], band: float) -> dict:
     }
 
 
+RECORDS_ITSELF = True  # --record stores one row per model, not the closing lines
+
+
+def rows(result: dict) -> list[dict]:
+    """One row per model of ``result`` (results.json): each way of training the blocks, and the whole scene."""
+    out = []
+    for model, psnr in result["psnr"].items():
+        variant = result.get("variants", {}).get(model.removeprefix("merged_"))
+        seams = result.get("seams", {}).get(model)
+        wall = variant["blocks_wall_s"] + variant["merge_s"] if variant else result["whole_train_s"]
+        out.append(
+            {
+                "scene": result["scene"],
+                "grid": result["grid"],
+                "model": f"merged, --context {model.removeprefix('merged_')}" if variant else "whole scene, 1 process",
+                "PSNR": round(psnr, 2),
+                "SSIM": round(result["ssim"][model], 4),
+                "Gaussians": f"{result['gaussians'][model]:,}",
+                "wall s": round(wall) if wall else "",
+                "PSNR near a border": round(seams["near"]["psnr"], 2) if seams else "",
+                "PSNR inside": round(seams["inside"]["psnr"], 2) if seams else "",
+            }
+        )
+    return out
+
+
+def record(result: dict, argv: list[str]) -> None:
+    from benchmarks.results import Table
+    from benchmarks.results import record as store
+
+    about = (
+        "Partitioned training (`train_blocks.py`) merged, against one process training the whole scene with the "
+        "blocks' total steps and Gaussian budget, scored by `render.py --ply` on the scene's test views; `--context "
+        "coarse` adds the coarse stage's steps (a quarter of a block's). Near a border: test pixels whose surface "
+        "lies within `--band` of a cell border (the generated street's ray caster finds it). Wall seconds: the "
+        "blocks on `--nproc` processes (coarse stage included) plus the merge; the whole run's training alone."
+    )
+    columns = ("scene", "grid", "model", "PSNR", "SSIM", "Gaussians", "wall s", "PSNR near a border", "PSNR inside")
+    table = Table("partition_context", "Partitioned training: blocks with and without context", about, columns, 38)
+    command = ["python", "-m", "benchmarks", "partition", *(a for a in argv if a not in ("--record", "--rows-only"))]
+    for row in rows(result):
+        path = store(table, f"{row['scene']} {row['grid']} {row['model']}", row, command)
+    print(f"recorded in {path}; python -m benchmarks results rewrites docs/results.md")
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
+    if args.rows_only:
+        result = json.loads((args.out / "results.json").read_text())
+        for row in rows(result):
+            print(" | ".join(str(v) for v in row.values()))
+        if args.record:
+            record(result, argv)
+        return 0
     from pointrix_lite.partition.manifest import load_manifest
-    from pointrix_lite.partition.status import read_status
     from pointrix_lite.partition.synthetic import generate_street
 
     out, py = args.out.resolve(), sys.executable
-    width, height = (int(v) for v in args.size.split("x"))
-    scene, part, log = out / "scene", out / "part", out / "bench.log"
+    street = args.scene is None
+    scene = out / "scene" if street else args.scene.resolve()
+    part, log = out / "part", out / "bench.log"
     out.mkdir(parents=True, exist_ok=True)
     print(f"cpu: {cpu_name()}, load {load_average()}")
-    if not (scene / "sparse").is_dir():
+    if street and not (scene / "sparse").is_dir():
+        width, height = (int(v) for v in args.size.split("x"))
         generate_street(scene, args.views, width, height)
+    common = [*COMMON, *(["dataset.scale=1"] if street else [])]
     _run(
         [py, "scripts/partition.py", "--scene", str(scene), "--out", str(part), "--grid", args.grid, "--overwrite"], log
     )
@@ -134,34 +197,14 @@ def main(argv: list[str] | None = None) -> int:
     cap_block = round(
         args.cap * sum(b.n_points for b in manifest.blocks) / n / sum(b.n_cell_points for b in manifest.blocks)
     )
-    block_overrides = [*COMMON, f"trainer.max_steps={args.steps}", f"strategy.cap_max={cap_block}", *args.overrides]
-    blocks_s, _ = _run(
-        [
-            py,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node",
-            str(args.nproc),
-            "--master_addr",
-            "127.0.0.1",
-            "--master_port",
-            str(_free_port()),
-            "scripts/train_blocks.py",
-            "--manifest",
-            str(part / "manifest.json"),
-            "--config",
-            str(CONFIG),
-            *block_overrides,
-            "--overwrite",
-        ],
-        log,
-    )
-    merge_s, _ = _run([py, "scripts/merge_blocks.py", "--manifest", str(part), "--out", str(out / "merged")], log)
-    _run([py, "scripts/render.py", "--ply", str(out / "merged" / "point_cloud.ply"), "--data", str(scene)], log)
+    block_overrides = [*common, f"trainer.max_steps={args.steps}", f"strategy.cap_max={cap_block}", *args.overrides]
+    variants = {
+        name: _blocks(args, manifest, part, out, name, block_overrides, log) for name in args.context.split(",")
+    }
     whole_s = whole_rss = None
     if not args.skip_whole:
         whole = [
-            *COMMON,
+            *common,
             f"trainer.max_steps={args.steps * n}",
             f"strategy.cap_max={args.cap}",
             *args.overrides,
@@ -170,41 +213,61 @@ def main(argv: list[str] | None = None) -> int:
         ]
         whole_s, whole_rss = _run([py, "scripts/train.py", "--config", str(CONFIG), *whole], log)
     _run([py, "scripts/render.py", "--ply", str(out / "whole" / "point_cloud.ply"), "--data", str(scene)], log)
-    metrics = {
-        k: json.loads((out / k / "point_cloud_render" / "metrics.json").read_text()) for k in ("merged", "whole")
-    }
-    renders = {k: out / k / "point_cloud_render" / "renders" / "test" for k in metrics}
-    statuses = [read_status(part / "runs", b.name) for b in manifest.blocks]
+    models = {f"merged_{name}": out / f"merged_{name}" for name in variants} | {"whole": out / "whole"}
+    metrics = {k: json.loads((d / "point_cloud_render" / "metrics.json").read_text()) for k, d in models.items()}
     result = {
         "cpu": cpu_name(),
-        "views": args.views,
-        "size": args.size,
+        "scene": str(scene) if not street else f"street {args.views} views of {args.size}",
         "grid": args.grid,
         "nproc": args.nproc,
         "steps_per_block": args.steps,
         "cap_whole": args.cap,
         "cap_block": cap_block,
+        "variants": variants,
+        "whole_train_s": whole_s,
+        "whole_peak_rss_gb": whole_rss / 1e9 if whole_rss else None,
+        "psnr": {k: m["mean"]["psnr"] for k, m in metrics.items()},
+        "ssim": {k: m["mean"]["ssim"] for k, m in metrics.items()},
+        "per_view_psnr": {k: {v: r["psnr"] for v, r in m["per_view"].items()} for k, m in metrics.items()},
+        "gaussians": {k: m["num_gaussians"] for k, m in metrics.items()},
+    }
+    if street:
+        renders = {k: d / "point_cloud_render" / "renders" / "test" for k, d in models.items()}
+        result |= {"seams": seams(manifest, scene, renders, args.band), "band": args.band}
+    (out / "results.json").write_text(json.dumps(result, indent=1))
+    print(json.dumps(result, indent=1))
+    for row in rows(result):
+        print(" | ".join(str(v) for v in row.values()))
+    if args.record:
+        record(result, argv)
+    return 0
+
+
+def _blocks(args, manifest, part: Path, out: Path, context: str, overrides: list[str], log: Path) -> dict:
+    """Train the blocks with ``--context context`` (in ``part/runs_<context>``), merge and score them."""
+    from pointrix_lite.partition.status import read_status
+
+    py, runs, merged = sys.executable, part / f"runs_{context}", out / f"merged_{context}"
+    torchrun = [py, "-m", "torch.distributed.run", "--nproc_per_node", str(args.nproc)]
+    torchrun += ["--master_addr", "127.0.0.1", "--master_port", str(_free_port())]
+    blocks = ["--manifest", str(part / "manifest.json"), "--runs", str(runs), "--config", str(CONFIG)]
+    blocks += ["--context", context, *overrides, "--overwrite"]
+    blocks_s, _ = _run([*torchrun, "scripts/train_blocks.py", *blocks], log)
+    merge = ["--manifest", str(part), "--runs", str(runs), "--out", str(merged), "--overwrite"]
+    merge_s, _ = _run([py, "scripts/merge_blocks.py", *merge], log)
+    _run([py, "scripts/render.py", "--ply", str(merged / "point_cloud.ply"), "--data", manifest.scene], log)
+    names = ["coarse"] * (context == "coarse") + [b.name for b in manifest.blocks]
+    statuses = [read_status(runs, name) for name in names]
+    return {
         "blocks": [
             {
                 "name": s.block,
                 "seconds": s.seconds,
                 "train_seconds": _train_seconds(Path(s.log)),
                 "peak_rss_gb": s.peak_rss_bytes / 1e9,
-                "views": len(b.views),
-                "points": b.n_points,
             }
-            for s, b in zip(statuses, manifest.blocks)
+            for s in statuses
         ],
         "blocks_wall_s": blocks_s,
         "merge_s": merge_s,
-        "whole_train_s": whole_s,
-        "whole_peak_rss_gb": whole_rss / 1e9 if whole_rss else None,
-        "psnr": {k: m["mean"]["psnr"] for k, m in metrics.items()},
-        "ssim": {k: m["mean"]["ssim"] for k, m in metrics.items()},
-        "gaussians": {k: m["num_gaussians"] for k, m in metrics.items()},
-        "seams": seams(manifest, scene, renders, args.band),
-        "band": args.band,
     }
-    (out / "results.json").write_text(json.dumps(result, indent=1))
-    print(json.dumps(result, indent=1))
-    return 0

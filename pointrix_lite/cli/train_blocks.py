@@ -2,8 +2,10 @@
 of a partition, each as an ordinary ``train.py`` run (hooks, checkpoints, logs), with no gradient
 exchange between them.
 
-Alone it trains every block in turn; under ``torchrun --nproc_per_node N`` (or as task r of a job
-array, ``--rank r --world-size N`` or SLURM_ARRAY_TASK_ID) rank r trains blocks r, r + N, ...
+First a coarse model of the whole scene (``--context coarse``, the default; ``cli/blocks_coarse.py``), whose
+Gaussians outside each block's region the block renders, frozen, while it trains. Alone it then trains every
+block in turn; under ``torchrun --nproc_per_node N`` (or as task r of a job array, ``--rank r --world-size N``
+or SLURM_ARRAY_TASK_ID) rank r trains blocks r, r + N, ...
 A failed block does not stop the others; the exit code is 0 when every block finished, 1 when one
 failed, 2 for bad input. ``--only B --resume`` reruns block B alone from its latest checkpoint.
 """
@@ -17,6 +19,7 @@ import signal
 import sys
 from pathlib import Path
 
+from .blocks_coarse import check_coarse, coarse_job, train_coarse, write_block_contexts
 from .common import EXIT_CRASH, EXIT_OK, OneLineErrorParser, add_plugin_option, run_command
 
 EXAMPLES = (
@@ -50,6 +53,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--world-size", type=int, help="number of tasks sharing the blocks")
     p.add_argument(
         "--threads", type=int, help="OpenMP threads per training (default: cores / processes on this machine)"
+    )
+    p.add_argument(
+        "--context",
+        choices=("coarse", "none"),
+        default="coarse",
+        help="coarse: train a coarse model of the whole scene first and render its Gaussians outside each block's "
+        "region, frozen, while the block trains (docs/distributed.md); none: each block sees only its own",
+    )
+    p.add_argument(
+        "--coarse-steps", type=int, help="steps of the coarse model (default: a quarter of the blocks' max_steps)"
+    )
+    p.add_argument(
+        "--coarse-only", action="store_true", help="train the coarse model and stop (before a job array's tasks)"
     )
     add_plugin_option(p)
     return p
@@ -96,11 +112,23 @@ def run(args: argparse.Namespace) -> int:
         if args.resume and stale is not None and held:
             raise ConfigError(stale)
     threads = threads_per_process(where.local_world, args.threads)
+    coarse = coarse_job(manifest, runs) if args.context == "coarse" else None
+    if coarse is not None:
+        check_coarse(coarse, args, manifest, where)
     # torchrun (when another node fails) and schedulers stop a job with SIGTERM: treat it as Ctrl-C, so
     # the running training is told to save a checkpoint instead of being orphaned.
     signal.signal(signal.SIGTERM, _interrupt)
     met = open_meeting(where)
     say = lambda line: print(f"{where.tag}{line}", flush=True)  # noqa: E731
+    contexts: dict[str, list[str]] = {}
+    if coarse is not None:
+        if not train_coarse(coarse, args, manifest, where, met, say):
+            if where.rank == 0:
+                print(f"rerun: {shlex.join([*again_command(manifest, runs, args), '--resume'])}", flush=True)
+            return EXIT_CRASH
+        if args.coarse_only:
+            return EXIT_OK
+        contexts = write_block_contexts(manifest, mine, coarse, runs, say)
     say(
         f"train_blocks: {len(jobs)} of {len(blocks)} blocks here ({', '.join(j.name for j in jobs) or 'none'}), "
         f"{threads} thread{'s' * (threads > 1)} each; runs in {runs}"
@@ -116,7 +144,9 @@ def run(args: argparse.Namespace) -> int:
         resume = args.resume and has_checkpoint(job.exp_dir)
         if not resume and job.exp_dir.exists():  # nothing to continue (no checkpoint): train.py starts it anew
             clear_run(job.exp_dir)
-        command = train_command(job, args.config.resolve(), args.overrides, args.plugin, resume)
+        command = train_command(
+            job, args.config.resolve(), args.overrides, args.plugin, resume, contexts.get(job.name, [])
+        )
         say(
             f"{job.name}: {'resuming' if resume else 'training'} {len(block.views)} views, {block.n_points:,} points "
             f"-> {job.exp_dir} (log {job.log})"
@@ -146,6 +176,9 @@ def summary(manifest, blocks: list, runs: Path, args: argparse.Namespace, whole_
     states = {b.name: read_status(runs, b.name) for b in blocks}
     done = [n for n, s in states.items() if s is not None and s.state == "done"]
     lines = [f"summary: {len(done)}/{len(blocks)} blocks done"]
+    coarse = read_status(runs, "coarse") if args.context == "coarse" else None
+    if coarse is not None and coarse.state == "done":
+        lines.append(f"  coarse: {coarse.seconds:.1f} s, peak RSS {coarse.peak_rss_bytes / 1e9:.2f} GB")
     for name, s in states.items():
         if s is not None and s.state == "done":
             lines.append(f"  {name}: {s.seconds:.1f} s, peak RSS {s.peak_rss_bytes / 1e9:.2f} GB")
@@ -154,18 +187,7 @@ def summary(manifest, blocks: list, runs: Path, args: argparse.Namespace, whole_
             lines.append(f"  {name}: {'FAILED' if s and s.state == 'failed' else 'not done'} ({why})")
     missing = [n for n in states if n not in done]
     if missing:
-        again = [
-            sys.executable,
-            "scripts/train_blocks.py",
-            "--manifest",
-            str(manifest.path),
-            "--runs",
-            str(runs),
-            "--config",
-            str(args.config),
-            *args.overrides,
-            *(a for p in args.plugin for a in ("--plugin", p)),
-        ]
+        again = again_command(manifest, runs, args)
         lines.append(f"rerun: {shlex.join([*again, '--only', ','.join(missing), '--resume'])}")
     else:
         when = "" if whole_job else " (once every task has finished)"
@@ -174,6 +196,24 @@ def summary(manifest, blocks: list, runs: Path, args: argparse.Namespace, whole_
         merge = [sys.executable, "scripts/merge_blocks.py", "--manifest", str(manifest.path), "--runs", str(runs)]
         lines.append(f"next{when}: {shlex.join([*merge, '--out', str(merged)])}")
     return "\n".join(lines)
+
+
+def again_command(manifest, runs: Path, args: argparse.Namespace) -> list[str]:
+    """This call's command line without the flags that choose blocks or what to do with earlier runs."""
+    context = ["--context", args.context] + (["--coarse-steps", str(args.coarse_steps)] if args.coarse_steps else [])
+    return [
+        sys.executable,
+        "scripts/train_blocks.py",
+        "--manifest",
+        str(manifest.path),
+        "--runs",
+        str(runs),
+        "--config",
+        str(args.config),
+        *context,
+        *args.overrides,
+        *(a for p in args.plugin for a in ("--plugin", p)),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

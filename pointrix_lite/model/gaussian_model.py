@@ -57,6 +57,8 @@ def check_model_config(cfg: Any) -> None:
         bad("normal_consistency_weight", f"must be >= 0, got {cfg.normal_consistency_weight}")
     if not 0.0 <= cfg.normal_consistency_from <= 1.0:
         bad("normal_consistency_from", f"must be a share of the steps in [0, 1], got {cfg.normal_consistency_from}")
+    if cfg.context and cfg.normal_consistency_weight > 0:
+        bad("context", "normal_consistency_weight blends the model's own normals only: set one of the two")
     if cfg.init_random_quats and cfg.init_oriented:
         bad("init_oriented", "init_random_quats and init_oriented both choose the initial rotations: set one")
     if cfg.init_num_points < 1:
@@ -133,6 +135,9 @@ class GaussianModel(nn.Module):
         # simple_trainer, splatfacto, nerfbaselines) and "lpips_vgg" with VGG (the 3DGS paper's backbone,
         # nerfbaselines' Blender protocol), both on images scaled to [-1, 1]; "alex" or "vgg" computes one.
         lpips_net: Literal["both", "alex", "vgg"] = "both"
+        # A 3DGS PLY of frozen Gaussians rendered with the model's own but never optimised, densified or exported
+        # (model/context.py): a partition block's view of the rest of the scene (train_blocks.py --context).
+        context: str = ""
 
         def __post_init__(self) -> None:
             # Runs when the config is loaded (before any data is read), not hours into training.
@@ -151,6 +156,12 @@ class GaussianModel(nn.Module):
         init = self._initial_params(getattr(dataset, "point_cloud", None))
         # A list keeps gsplat's order (ParameterDict sorts the keys of a plain dict).
         self.params = nn.ParameterDict([(k, nn.Parameter(init[k])) for k in PARAM_NAMES])
+        self._has_context = bool(self.config.context)
+        if self._has_context:
+            from .context import load_context
+
+            for key, value in load_context(self.config.context, self.config.sh_degree).items():
+                self.register_buffer(f"context_{key}", value, persistent=False)  # moves with .to(), not saved
 
     def _initial_params(self, point_cloud: Any) -> dict[str, Tensor]:
         from ..data.pointcloud import init_gaussians, random_cube
@@ -208,6 +219,15 @@ class GaussianModel(nn.Module):
             "colors": torch.cat([p["sh0"], p["shN"] if self.updates_sh_rest() else p["shN"].detach()], dim=1),
             "sh_degree": self.active_sh_degree() if sh_degree is None else sh_degree,
         }
+
+    def context_params(self) -> dict[str, Tensor] | None:
+        """The frozen context Gaussians (``model.context``), activated as in :meth:`render_params` (``means
+        [M,3]``, ``quats [M,4]``, ``scales [M,3]``, ``opacities [M]``, ``colors [M,K,3]``), or None without any."""
+        if not self._has_context:
+            return None
+        from .context import CONTEXT_KEYS
+
+        return {key: getattr(self, f"context_{key}") for key in CONTEXT_KEYS}
 
     # ---------------------------------------------------------------- loss and metrics
     def _targets(self, render_out: Mapping[str, Any], batch: list, stored: bool = False) -> tuple[Tensor, Tensor]:

@@ -92,3 +92,15 @@ def all_succeeded(ok: bool, met: bool) -> bool:
     dist.all_reduce(failed)
     dist.destroy_process_group()
     return int(failed.item()) == 0
+
+
+def agree(ok: bool, met: bool) -> bool:
+    """Whether every rank is ``ok`` (without a meeting: this rank's own); the group stays open."""
+    if not met:
+        return ok
+    import torch
+    import torch.distributed as dist
+
+    failed = torch.tensor([0 if ok else 1])
+    dist.all_reduce(failed)
+    return int(failed.item()) == 0

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,9 +79,13 @@ def child_env(threads: int, local_rank: int | None) -> dict[str, str]:
     return env
 
 
-def train_command(job: BlockJob, config: Path, overrides: list[str], plugins: list[str], resume: bool) -> list[str]:
-    """``python scripts/train.py --config X [overrides] dataset.data_path=<block> name=<block> exp_dir=<run>``."""
+def train_command(
+    job: BlockJob, config: Path, overrides: list[str], plugins: list[str], resume: bool, fixed: Sequence[str] = ()
+) -> list[str]:
+    """``python scripts/train.py --config X [overrides] [fixed] dataset.data_path=<block> name=<block>
+    exp_dir=<run>``: ``fixed`` (the coarse stage's split and steps, a block's context) wins over the user's."""
     placed = [
+        *fixed,
         f"dataset.data_path={job.data}",
         f"name={job.name}",
         f"exp_dir={job.exp_dir}",

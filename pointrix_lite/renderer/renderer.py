@@ -13,6 +13,7 @@ from .. import device_policy
 from ..config import OptionError
 from ..errors import DataError
 from ..registry import RENDERERS
+from .context import own_means2d, with_context
 from .options import Backend, RasterizeMode, RasterOptionError, RasterOptions
 from .rasterization import rasterize
 
@@ -46,7 +47,8 @@ class GaussianRenderer:
     (expected depth), ``alpha [C,H,W,1]``, ``means2d [C,N,2]`` (gradient retained for the
     densification strategy), ``radii [C,N,2]``, ``visibility [C,N]``, ``width``, ``height``,
     ``n_cameras``, and ``render_features``, a function that blends other per-Gaussian values into the
-    same cameras (``_features``).
+    same cameras (``_features``). A model with context Gaussians (``model.context``) is rendered with them;
+    ``means2d``, ``radii`` and ``visibility`` then hold its own N rows only, and there is no ``render_features``.
     """
 
     @dataclass
@@ -119,7 +121,7 @@ class GaussianRenderer:
                     f"renderer: camera {name} is {cam.width}x{cam.height}, expected {width}x{height}; "
                     "cameras in one batch must share their image size"
                 )
-        params = model.render_params()
+        params, n_own = with_context(model, model.render_params())
         means = params["means"]
         device, dtype = means.device, means.dtype
         viewmats, Ks = _camera_matrices(cameras, device, dtype)
@@ -139,23 +141,26 @@ class GaussianRenderer:
             options,
             self.config.backend,
         )
-        means2d = meta["means2d"]
-        if means2d.requires_grad:
+        means2d, radii = meta["means2d"], meta["radii"]
+        if n_own < means.shape[0]:  # the strategy sees the model's own Gaussians only (renderer/context.py)
+            means2d, radii = own_means2d(means2d, n_own), radii[:, :n_own]
+        elif means2d.requires_grad:
             means2d.retain_grad()
         out = RenderOutput(
             # the whole tensor when it is RGB only: a slice's backward allocates and copies a full-size gradient
             rgb=colors if colors.shape[-1] == 3 else colors[..., :3],
             alpha=alphas,
             means2d=means2d,
-            radii=meta["radii"],
-            visibility=(meta["radii"] > 0).any(dim=-1),
+            radii=radii,
+            visibility=(radii > 0).any(dim=-1),
             width=width,
             height=height,
             n_cameras=len(cameras),
         )
         if depth:
             out["depth"] = colors[..., 3:4]
-        out["render_features"] = lambda features: self._features(params, viewmats, Ks, width, height, features)
+        if n_own == means.shape[0]:  # blending features needs them for the context too (model.context refuses it)
+            out["render_features"] = lambda features: self._features(params, viewmats, Ks, width, height, features)
         return out
 
     def _features(
@@ -200,9 +205,9 @@ class GaussianRenderer:
         Returns:
             ``[N, D]`` float32.
         """
-        params = model.render_params()
+        params, n = with_context(model, model.render_params())
         means = params["means"].detach()
-        n, device, dtype = means.shape[0], means.device, means.dtype
+        device, dtype = means.device, means.dtype
         C, H, W, D = pixel_weights.shape
         if C != len(cameras) or (W, H) != (int(cameras[0].width), int(cameras[0].height)):
             raise ValueError(
@@ -213,12 +218,14 @@ class GaussianRenderer:
         probe = torch.zeros(n, D, device=device, dtype=dtype, requires_grad=True)
         options = self.config.options(W, H, absgrad=False)  # RGB of the probe's D channels, no SH
         with torch.enable_grad():
+            # context Gaussians (after the first n) occlude as they do in the render but are not scored
+            colors = torch.cat([probe, probe.new_zeros(means.shape[0] - n, D)]) if n < means.shape[0] else probe
             image, _, _ = rasterize(
                 means,
                 params["quats"].detach(),
                 params["scales"].detach(),
                 params["opacities"].detach(),
-                probe,
+                colors,
                 viewmats,
                 Ks,
                 torch.zeros(C, D, device=device, dtype=dtype),

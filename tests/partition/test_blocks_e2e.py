@@ -12,10 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from pointrix_lite.partition.split import SplitOptions, split_scene
 from pointrix_lite.partition.status import read_status
+
+from .block_config import block_config
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = Path(__file__).with_name("kill_plugin.py")
@@ -50,25 +51,7 @@ def _free_port() -> int:
 
 
 def _config(path: Path, once: Path) -> Path:
-    cfg = {
-        "name": "block",
-        "seed": 0,
-        "device": "cpu",
-        "trainer": {"max_steps": 20},
-        "dataset": {"type": "ColmapDataset", "data_path": "set-by-train_blocks", "max_points": 800},
-        "model": {"type": "GaussianModel", "sh_degree": 1, "sh_degree_interval": 10},
-        "renderer": {"type": "GaussianRenderer", "backend": "auto"},
-        "strategy": {"type": "DefaultStrategy", "refine_start_iter": 5, "refine_every": 5},
-        "hooks": [
-            {"type": "PlyExportHook"},
-            {"type": "KillBlockHook", "block": "block_000", "step": 15, "once_file": str(once)},
-        ],
-        "writers": [{"type": "JsonlWriter"}],
-        "save_ckpt_after_iter": 10,
-        "log_show_after_iter": 10,
-    }
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+    return block_config(path, {"type": "KillBlockHook", "block": "block_000", "step": 15, "once_file": str(once)})
 
 
 @pytest.mark.slow

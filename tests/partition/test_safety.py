@@ -165,3 +165,19 @@ def test_a_second_merge_into_the_same_folder_needs_overwrite(part, tmp_path):
     assert (out / "point_cloud.ply").read_bytes() == before
     forced = _cli("merge_blocks.py", "--manifest", str(part), "--out", str(out), "--overwrite")
     assert forced.returncode == 0, forced.stderr
+
+
+def test_an_unfinished_or_foreign_coarse_run_is_refused_and_kept(part):
+    """The coarse stage is a run like a block's: an unfinished one (a checkpoint, no finished status) needs
+    --resume or --overwrite, and a finished one of another scene split is never taken for this one's."""
+    coarse = part / "runs" / "coarse"
+    (coarse / "checkpoints").mkdir(parents=True)
+    (coarse / "checkpoints" / "latest.txt").write_text("step_000010.pth\n")
+    config = str(REPO / "configs" / "colmap_cpu.yaml")
+    proc = _cli("train_blocks.py", "--manifest", str(part), "--config", config)
+    assert proc.returncode == 2 and "holds an unfinished coarse run; pass --resume" in proc.stderr, proc.stderr
+    save_ply(_gaussians(np.zeros((3, 3)), np.arange(3)), coarse / "point_cloud.ply")
+    write_status(part / "runs", BlockStatus("coarse", "done", "", str(coarse), partition="another-split"))
+    proc = _cli("train_blocks.py", "--manifest", str(part), "--config", config, "--resume")
+    assert proc.returncode == 2 and "a coarse model of another partition" in proc.stderr, proc.stderr
+    assert (coarse / "checkpoints" / "latest.txt").is_file() and (coarse / "point_cloud.ply").is_file()

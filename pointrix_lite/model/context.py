@@ -1,0 +1,56 @@
+"""Context Gaussians: a frozen set rendered with the model's own, never optimised, densified or exported.
+
+Partitioned training (``partition/context.py``) gives each block the coarse model's Gaussians of the rest of
+the scene: a training view that looks across the block's border then finds its neighbours' content already
+drawn, instead of painting it with the block's own Gaussians (floaters in front of the border that the merge
+would keep). ``model.context`` names their PLY; the model holds them activated, as buffers outside its
+state dict (a resumed run reads the file again, and checkpoints stay the size of the block's own model).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from ..config import OptionError
+
+CONTEXT_KEYS = ("means", "quats", "scales", "opacities", "colors")
+
+
+def load_context(path: str | Path, sh_degree: int) -> dict[str, Tensor]:
+    """The Gaussians of the 3DGS PLY ``path``, activated as ``GaussianModel.render_params`` returns them.
+
+    Returns:
+        float32 ``means [M,3]``, ``quats [M,4]``, ``scales [M,3]`` (exp), ``opacities [M]`` (sigmoid),
+        ``colors [M,K,3]`` (SH coefficients, K = (sh_degree + 1)^2).
+
+    Raises:
+        OptionError (``model.context``): the file is missing or unreadable, or its SH degree is not ``sh_degree``.
+    """
+    from ..errors import DataError
+    from ..io.ply import load_ply
+
+    path = Path(path)
+    if not path.is_file():
+        raise OptionError("context", f"file not found: {path}", "model")
+    try:
+        raw = load_ply(path)
+    except DataError as exc:
+        raise OptionError("context", str(exc), "model") from None
+    degree = math.isqrt(raw["shN"].shape[1] + 1) - 1
+    if degree != sh_degree:  # the rasterizer takes one K for all Gaussians
+        raise OptionError(
+            "context",
+            f"{path} holds SH degree {degree}, the model has sh_degree {sh_degree}: train both alike",
+            "model",
+        )
+    return {
+        "means": raw["means"],
+        "quats": raw["quats"],
+        "scales": torch.exp(raw["scales"]),
+        "opacities": torch.sigmoid(raw["opacities"]),
+        "colors": torch.cat([raw["sh0"], raw["shN"]], dim=1),
+    }
