@@ -43,7 +43,12 @@ def build_parser():
     p.add_argument(
         "--band", type=float, default=1.0, help="pixels whose surface is this close to a cell border are 'near'"
     )
-    p.add_argument("--skip-whole", action="store_true", help="reuse the whole-scene run in --out")
+    p.add_argument(
+        "--skip-whole", action="store_true", help="reuse the whole-scene run in --out (and its scores, when kept)"
+    )
+    p.add_argument(
+        "--reuse", action="store_true", help="keep the --context variants already trained, merged and scored in --out"
+    )
     p.add_argument(
         "--context", default="none,coarse", help="train_blocks.py --context values to compare, comma-separated"
     )
@@ -212,7 +217,11 @@ def main(argv: list[str] | None = None) -> int:
             f"exp_dir={fresh_run(out / 'whole')}",
         ]
         whole_s, whole_rss = _run([py, "scripts/train.py", "--config", str(CONFIG), *whole], log)
-    _run([py, "scripts/render.py", "--ply", str(out / "whole" / "point_cloud.ply"), "--data", str(scene)], log)
+        (out / "whole.json").write_text(json.dumps([whole_s, whole_rss]))
+    elif (out / "whole.json").is_file():  # kept by the run that trained it
+        whole_s, whole_rss = json.loads((out / "whole.json").read_text())
+    if not (args.skip_whole and (out / "whole" / "point_cloud_render" / "metrics.json").is_file()):
+        _run([py, "scripts/render.py", "--ply", str(out / "whole" / "point_cloud.ply"), "--data", str(scene)], log)
     models = {f"merged_{name}": out / f"merged_{name}" for name in variants} | {"whole": out / "whole"}
     metrics = {k: json.loads((d / "point_cloud_render" / "metrics.json").read_text()) for k, d in models.items()}
     result = {
@@ -251,12 +260,18 @@ def _blocks(args, manifest, part: Path, out: Path, context: str, overrides: list
     torchrun = [py, "-m", "torch.distributed.run", "--nproc_per_node", str(args.nproc)]
     torchrun += ["--master_addr", "127.0.0.1", "--master_port", str(_free_port())]
     blocks = ["--manifest", str(part / "manifest.json"), "--runs", str(runs), "--config", str(CONFIG)]
-    blocks += ["--context", context, *overrides, "--overwrite"]
-    blocks_s, _ = _run([*torchrun, "scripts/train_blocks.py", *blocks], log)
-    merge = ["--manifest", str(part), "--runs", str(runs), "--out", str(merged), "--overwrite"]
-    merge_s, _ = _run([py, "scripts/merge_blocks.py", *merge], log)
-    _run([py, "scripts/render.py", "--ply", str(merged / "point_cloud.ply"), "--data", manifest.scene], log)
-    names = ["coarse"] * (context == "coarse") + [b.name for b in manifest.blocks]
+    mode, _, start = context.partition("+")
+    blocks += ["--context", mode, *(["--block-init", start] if start else []), *overrides, "--overwrite"]
+    kept = out / f"{context}.json"  # the variant's wall times, for --reuse
+    if args.reuse and kept.is_file() and (merged / "point_cloud_render" / "metrics.json").is_file():
+        blocks_s, merge_s = json.loads(kept.read_text())
+    else:
+        blocks_s, _ = _run([*torchrun, "scripts/train_blocks.py", *blocks], log)
+        merge = ["--manifest", str(part), "--runs", str(runs), "--out", str(merged), "--overwrite"]
+        merge_s, _ = _run([py, "scripts/merge_blocks.py", *merge], log)
+        _run([py, "scripts/render.py", "--ply", str(merged / "point_cloud.ply"), "--data", manifest.scene], log)
+        kept.write_text(json.dumps([blocks_s, merge_s]))
+    names = ["coarse"] * (mode == "coarse") + [b.name for b in manifest.blocks]
     statuses = [read_status(runs, name) for name in names]
     return {
         "blocks": [

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import ConfigError, DataError
-from ..partition.context import COARSE, block_context, coarse_overrides, context_path
+from ..partition.context import COARSE, block_context, block_start, coarse_overrides, context_path
 from ..partition.manifest import Block, Manifest
 from ..partition.ranks import Placement, agree, threads_per_process
 from ..partition.runner import BlockJob, child_env, has_checkpoint, run_block, train_command
@@ -105,7 +105,7 @@ def train_coarse(
 
 
 def write_block_contexts(
-    manifest: Manifest, blocks: list[Block], coarse: BlockJob, runs: Path, say: Callable
+    manifest: Manifest, blocks: list[Block], coarse: BlockJob, runs: Path, say: Callable, start: bool = False
 ) -> dict[str, list[str]]:
     """Write each block's context PLY (``<runs>/context/<block>.ply``); per block the override that loads it."""
     from ..io import colmap as colmap_io
@@ -128,4 +128,7 @@ def write_block_contexts(
             f"{block.name}: context of {len(context['means']):,} of the coarse model's {len(params['means']):,} Gaussians"
         )
         overrides[block.name] = [f"model.context={path}"]
+        if start:
+            begin = save_ply(block_start(params, block, rotation), path.with_name(f"{block.name}_start.ply"))
+            overrides[block.name].append(f"model.init_ply={begin}")
     return overrides

@@ -67,6 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--coarse-only", action="store_true", help="train the coarse model and stop (before a job array's tasks)"
     )
+    p.add_argument(
+        "--block-init",
+        choices=("points", "coarse"),
+        default="points",
+        help="what a block starts from with --context coarse: its SfM points (seeded), or the coarse model's "
+        "Gaussians in its region",
+    )
     add_plugin_option(p)
     return p
 
@@ -128,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_CRASH
         if args.coarse_only:
             return EXIT_OK
-        contexts = write_block_contexts(manifest, mine, coarse, runs, say)
+        contexts = write_block_contexts(manifest, mine, coarse, runs, say, args.block_init == "coarse")
     say(
         f"train_blocks: {len(jobs)} of {len(blocks)} blocks here ({', '.join(j.name for j in jobs) or 'none'}), "
         f"{threads} thread{'s' * (threads > 1)} each; runs in {runs}"

@@ -107,6 +107,8 @@ def _seed(cfg: ExperimentConfig, dataset: Any, exp_dir: Path | None) -> None:
     from ..config import from_dict
     from ..data.seeding import SeedingConfig, seeded_cloud
 
+    if cfg.model.get("init_ply"):  # the model starts from a PLY, not from the data set's points
+        return
     seeding = cfg.model.get("seeding")
     if isinstance(seeding, Mapping):  # a plain dict config written in Python
         seeding = from_dict(SeedingConfig, seeding, "model.seeding")

@@ -20,6 +20,32 @@ from ..config import OptionError
 CONTEXT_KEYS = ("means", "quats", "scales", "opacities", "colors")
 
 
+def _read(path: str | Path, sh_degree: int, key: str) -> dict[str, Tensor]:
+    """The raw parameters of the 3DGS PLY ``path``; OptionError (``model.<key>``) when missing, unreadable or of
+    another SH degree than ``sh_degree``."""
+    from ..errors import DataError
+    from ..io.ply import load_ply
+
+    path = Path(path)
+    if not path.is_file():
+        raise OptionError(key, f"file not found: {path}", "model")
+    try:
+        raw = load_ply(path)
+    except DataError as exc:
+        raise OptionError(key, str(exc), "model") from None
+    degree = math.isqrt(raw["shN"].shape[1] + 1) - 1
+    if degree != sh_degree:  # the rasterizer takes one K for all Gaussians
+        raise OptionError(
+            key, f"{path} holds SH degree {degree}, the model has sh_degree {sh_degree}: train both alike", "model"
+        )
+    return raw
+
+
+def load_start(path: str | Path, sh_degree: int) -> dict[str, Tensor]:
+    """``model.init_ply``: the raw parameters a model starts from (``GaussianModel.params``' layout)."""
+    return _read(path, sh_degree, "init_ply")
+
+
 def load_context(path: str | Path, sh_degree: int) -> dict[str, Tensor]:
     """The Gaussians of the 3DGS PLY ``path``, activated as ``GaussianModel.render_params`` returns them.
 
@@ -30,23 +56,7 @@ def load_context(path: str | Path, sh_degree: int) -> dict[str, Tensor]:
     Raises:
         OptionError (``model.context``): the file is missing or unreadable, or its SH degree is not ``sh_degree``.
     """
-    from ..errors import DataError
-    from ..io.ply import load_ply
-
-    path = Path(path)
-    if not path.is_file():
-        raise OptionError("context", f"file not found: {path}", "model")
-    try:
-        raw = load_ply(path)
-    except DataError as exc:
-        raise OptionError("context", str(exc), "model") from None
-    degree = math.isqrt(raw["shN"].shape[1] + 1) - 1
-    if degree != sh_degree:  # the rasterizer takes one K for all Gaussians
-        raise OptionError(
-            "context",
-            f"{path} holds SH degree {degree}, the model has sh_degree {sh_degree}: train both alike",
-            "model",
-        )
+    raw = _read(path, sh_degree, "context")
     return {
         "means": raw["means"],
         "quats": raw["quats"],

@@ -138,6 +138,9 @@ class GaussianModel(nn.Module):
         # A 3DGS PLY of frozen Gaussians rendered with the model's own but never optimised, densified or exported
         # (model/context.py): a partition block's view of the rest of the scene (train_blocks.py --context).
         context: str = ""
+        # A 3DGS PLY whose Gaussians the model starts from, in place of the data set's points (which are then
+        # neither read nor seeded): a partition block fine-tuning its region of the coarse model.
+        init_ply: str = ""
 
         def __post_init__(self) -> None:
             # Runs when the config is loaded (before any data is read), not hours into training.
@@ -153,7 +156,12 @@ class GaussianModel(nn.Module):
         self._max_steps = 1
         self._means_lr_hold = 0  # steps before the means lr starts decaying (hold_means_lr)
         self._lpips: dict[str, Any] = {}  # backbone -> metrics.LPIPS, built on the first evaluation
-        init = self._initial_params(getattr(dataset, "point_cloud", None))
+        if self.config.init_ply:
+            from .context import load_start
+
+            init = load_start(self.config.init_ply, self.config.sh_degree)
+        else:
+            init = self._initial_params(getattr(dataset, "point_cloud", None))
         # A list keeps gsplat's order (ParameterDict sorts the keys of a plain dict).
         self.params = nn.ParameterDict([(k, nn.Parameter(init[k])) for k in PARAM_NAMES])
         self._has_context = bool(self.config.context)

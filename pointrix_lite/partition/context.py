@@ -82,3 +82,10 @@ def block_context(
 
 def context_path(runs: Path, block: Block) -> Path:
     return runs / CONTEXT_DIR / f"{block.name}.ply"
+
+
+def block_start(coarse: dict[str, Tensor], block: Block, rotation: np.ndarray) -> dict[str, Tensor]:
+    """The rows of the coarse model inside ``block``'s margin region: what the block starts from with
+    ``--start coarse`` (CityGaussian's fine-tuning of the coarse prior), the complement of its context."""
+    mask = torch.from_numpy(block.margin.contains(coarse["means"].double().numpy() @ rotation[:2].T))
+    return {k: v[mask] for k, v in coarse.items()}
