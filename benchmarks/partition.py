@@ -50,7 +50,9 @@ def build_parser():
         "--reuse", action="store_true", help="keep the --context variants already trained, merged and scored in --out"
     )
     p.add_argument(
-        "--context", default="none,coarse", help="train_blocks.py --context values to compare, comma-separated"
+        "--context",
+        default="none,coarse",
+        help="train_blocks.py --context values to compare, comma-separated; coarse+coarse: with --block-init coarse",
     )
     p.add_argument("--scene", type=Path, help="a COLMAP scene folder in place of the generated street (no seams)")
     p.add_argument("--record", action="store_true", help="store the rows in benchmarks/results (docs/results.md)")
@@ -137,9 +139,9 @@ def rows(result: dict) -> list[dict]:
         wall = variant["blocks_wall_s"] + variant["merge_s"] if variant else result["whole_train_s"]
         out.append(
             {
-                "scene": result["scene"],
+                "scene": _label(result["scene"]),
                 "grid": result["grid"],
-                "model": f"merged, --context {model.removeprefix('merged_')}" if variant else "whole scene, 1 process",
+                "model": _flags(model.removeprefix("merged_")) if variant else "whole scene, 1 process",
                 "PSNR": round(psnr, 2),
                 "SSIM": round(result["ssim"][model], 4),
                 "Gaussians": f"{result['gaussians'][model]:,}",
@@ -149,6 +151,17 @@ def rows(result: dict) -> list[dict]:
             }
         )
     return out
+
+
+def _flags(variant: str) -> str:
+    """A ``--context`` value of this benchmark (``coarse+coarse``) as the train_blocks.py flags it stands for."""
+    context, _, start = variant.partition("+")
+    return f"merged, --context {context}" + (f" --block-init {start}" if start else "")
+
+
+def _label(scene: str) -> str:
+    """A scene folder as its last two parts (``entry-P10/sfm``); the street's description as it is."""
+    return "/".join(Path(scene).parts[-2:]) if scene.startswith("/") else scene
 
 
 def record(result: dict, argv: list[str]) -> None:

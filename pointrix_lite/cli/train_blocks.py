@@ -98,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--config: file not found: {args.config}")
     if args.resume and args.overwrite:
         raise ConfigError("--resume continues the blocks' runs, --overwrite deletes them: pass one")
+    if args.block_init == "coarse" and args.context != "coarse":
+        raise ConfigError("--block-init coarse starts the blocks from the coarse model: it needs --context coarse")
     where = find_placement(args.rank, args.world_size)
     runs = (args.runs or manifest.root / "runs").resolve()
     blocks = _selected(manifest, args.only)

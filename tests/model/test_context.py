@@ -122,3 +122,20 @@ def test_a_step_leaves_nothing_behind_without_the_garbage_collector(tmp_path) ->
         assert own() is None and full() is None
     finally:
         gc.enable()
+
+
+def test_init_ply_starts_the_model_from_those_gaussians(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from pointrix_lite.engine.build import _seed
+
+    start = scene(5, 2)
+    ply = save_ply(start, tmp_path / "start.ply")
+    model = make_model(9, sh_degree=1, init_ply=str(ply))  # the data set's 9 points are not used
+    for key, value in load_ply(ply).items():
+        torch.testing.assert_close(model.params[key].detach(), value)
+    with pytest.raises(ConfigError, match=r"model\.init_ply: .*SH degree 1, the model has sh_degree 2"):
+        make_model(9, sh_degree=2, init_ply=str(ply))
+    dataset = SimpleNamespace(point_cloud="untouched")  # seeding would add points the model does not start from
+    _seed(SimpleNamespace(model={"init_ply": str(ply), "seeding": {"sky": 100}}), dataset, None)
+    assert dataset.point_cloud == "untouched"

@@ -115,8 +115,12 @@ def test_coarse_context_trains_own_gaussians_and_never_reaches_the_merge(street,
         assert torch.equal(trained["means"], checkpoint["model"]["params.means"])  # the model's own rows, all of them
         assert not (_rows(trained) & _rows(context))  # no context row was trained or exported
 
-    again = _blocks(*common, "--only", "block_001", "--overwrite")
+    again = _blocks(*common, "--only", "block_001", "--overwrite", "--block-init", "coarse")
     assert again.returncode == 0 and "coarse: done already, reused" in again.stdout, again.stdout + again.stderr
+    start = yaml.safe_load((runs / "block_001" / "config.yaml").read_text())["model"]["init_ply"]
+    begun = load_ply(start)  # the coarse model's rows in the block's region: the complement of its context
+    assert 0 < len(begun["means"]) and _rows(begun) <= _rows(coarse)
+    assert not (_rows(begun) & _rows(load_ply(runs / "context" / "block_001.ply")))
     merged = subprocess.run(
         [sys.executable, "scripts/merge_blocks.py", "--manifest", str(manifest), "--out", str(tmp_path / "merged")],
         cwd=REPO,
@@ -131,7 +135,8 @@ def test_coarse_context_trains_own_gaussians_and_never_reaches_the_merge(street,
 
 
 def test_coarse_steps_must_be_positive(partition, tmp_path):
-    result = _blocks(
-        "--manifest", str(partition.path), "--config", str(_config(tmp_path / "b.yaml")), "--coarse-steps", "0"
-    )
+    common = ["--manifest", str(partition.path), "--config", str(_config(tmp_path / "b.yaml"))]
+    result = _blocks(*common, "--coarse-steps", "0")
     assert result.returncode == 2 and "--coarse-steps: must be >= 1, got 0" in result.stderr
+    result = _blocks(*common, "--context", "none", "--block-init", "coarse")
+    assert result.returncode == 2 and "--block-init coarse" in result.stderr and "--context coarse" in result.stderr
