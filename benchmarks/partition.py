@@ -3,11 +3,14 @@
     .venv/bin/python -m benchmarks partition                          # 600 views of 64x48, 2x2 blocks, 2 ranks
     .venv/bin/python -m benchmarks partition --steps 2000 --views 240 # smaller
     .venv/bin/python -m benchmarks partition --skip-whole             # rerun the blocks only
+    .venv/bin/python -m benchmarks partition --scene data/facade --grid 2x1 --steps 1500 --cap 200000
+    .venv/bin/python -m benchmarks partition --context coarse+points --reuse --skip-whole --record
 
 Generates the street scene (``pointrix_lite/partition/synthetic.py``; cached in ``--out/scene``),
 splits it (``scripts/partition.py --grid``), trains the blocks with ``torchrun --nproc_per_node
---nproc scripts/train_blocks.py`` (``configs/colmap_cpu.yaml``, ``--steps`` each, Gaussian budget
-``--cap`` x (block points / all points)), merges them and scores the merged PLY with ``render.py
+--nproc scripts/train_blocks.py`` once per ``--context`` variant (``none``; ``coarse``, starting the blocks from the
+coarse model; ``coarse+points``, from their SfM points) (``configs/colmap_cpu.yaml``, ``--steps`` each, Gaussian
+budget ``--cap`` x (block points / all points)), merges them and scores the merged PLY with ``render.py
 --ply`` on the whole scene's test views; then trains the whole scene in one process for the blocks'
 total steps with budget ``--cap`` and scores its PLY the same way. Seams: each test pixel is put on
 the ground by the surface the ray caster finds there, and the error of pixels within ``--band`` of
@@ -44,21 +47,19 @@ def build_parser():
         "--band", type=float, default=1.0, help="pixels whose surface is this close to a cell border are 'near'"
     )
     p.add_argument(
-        "--skip-whole", action="store_true", help="reuse the whole-scene run in --out (and its scores, when kept)"
-    )
-    p.add_argument(
-        "--reuse", action="store_true", help="keep the --context variants already trained, merged and scored in --out"
-    )
-    p.add_argument(
         "--context",
-        default="none,coarse",
-        help="train_blocks.py --context values to compare, comma-separated; coarse+coarse: with --block-init coarse",
+        default="none,coarse+points,coarse",
+        help="train_blocks.py --context values to compare, comma-separated; coarse+points: with --block-init points",
     )
     p.add_argument("--scene", type=Path, help="a COLMAP scene folder in place of the generated street (no seams)")
-    p.add_argument("--record", action="store_true", help="store the rows in benchmarks/results (docs/results.md)")
-    p.add_argument(
-        "--rows-only", action="store_true", help="train nothing: print (and --record) the rows of --out/results.json"
+    switches = (
+        ("--skip-whole", "reuse the whole-scene run in --out (and its scores, when kept)"),
+        ("--reuse", "keep the --context variants already trained, merged and scored in --out"),
+        ("--record", "store the rows in benchmarks/results (docs/results.md)"),
+        ("--rows-only", "train nothing: print (and --record) the rows of --out/results.json"),
     )
+    for flag, text in switches:
+        p.add_argument(flag, action="store_true", help=text)
     return p
 
 
@@ -155,8 +156,14 @@ def rows(result: dict) -> list[dict]:
 
 def _flags(variant: str) -> str:
     """A ``--context`` value of this benchmark (``coarse+coarse``) as the train_blocks.py flags it stands for."""
+    context, start = _split(variant)
+    return f"merged, --context {context}" + (f" --block-init {start}" if context == "coarse" else "")
+
+
+def _split(variant: str) -> tuple[str, str]:
+    """``coarse+points`` -> (``coarse``, ``points``); a bare ``coarse`` starts its blocks from the coarse model."""
     context, _, start = variant.partition("+")
-    return f"merged, --context {context}" + (f" --block-init {start}" if start else "")
+    return context, start or ("coarse" if context == "coarse" else "points")
 
 
 def _label(scene: str) -> str:
@@ -273,8 +280,8 @@ def _blocks(args, manifest, part: Path, out: Path, context: str, overrides: list
     torchrun = [py, "-m", "torch.distributed.run", "--nproc_per_node", str(args.nproc)]
     torchrun += ["--master_addr", "127.0.0.1", "--master_port", str(_free_port())]
     blocks = ["--manifest", str(part / "manifest.json"), "--runs", str(runs), "--config", str(CONFIG)]
-    mode, _, start = context.partition("+")
-    blocks += ["--context", mode, *(["--block-init", start] if start else []), *overrides, "--overwrite"]
+    mode, start = _split(context)
+    blocks += ["--context", mode, "--block-init", start, *overrides, "--overwrite"]
     kept = out / f"{context}.json"  # the variant's wall times, for --reuse
     if args.reuse and kept.is_file() and (merged / "point_cloud_render" / "metrics.json").is_file():
         blocks_s, merge_s = json.loads(kept.read_text())

@@ -70,9 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--block-init",
         choices=("points", "coarse"),
-        default="points",
-        help="what a block starts from with --context coarse: its SfM points (seeded), or the coarse model's "
-        "Gaussians in its region",
+        help="what a block starts from: the coarse model's Gaussians in its region (the default with --context "
+        "coarse), or its SfM points, seeded (points; the only choice with --context none)",
     )
     add_plugin_option(p)
     return p
@@ -100,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--resume continues the blocks' runs, --overwrite deletes them: pass one")
     if args.block_init == "coarse" and args.context != "coarse":
         raise ConfigError("--block-init coarse starts the blocks from the coarse model: it needs --context coarse")
+    args.block_init = args.block_init or ("coarse" if args.context == "coarse" else "points")
     where = find_placement(args.rank, args.world_size)
     runs = (args.runs or manifest.root / "runs").resolve()
     blocks = _selected(manifest, args.only)
@@ -209,7 +209,8 @@ def summary(manifest, blocks: list, runs: Path, args: argparse.Namespace, whole_
 
 def again_command(manifest, runs: Path, args: argparse.Namespace) -> list[str]:
     """This call's command line without the flags that choose blocks or what to do with earlier runs."""
-    context = ["--context", args.context] + (["--coarse-steps", str(args.coarse_steps)] if args.coarse_steps else [])
+    context = ["--context", args.context, "--block-init", args.block_init]
+    context += ["--coarse-steps", str(args.coarse_steps)] if args.coarse_steps else []
     return [
         sys.executable,
         "scripts/train_blocks.py",
