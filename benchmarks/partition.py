@@ -131,8 +131,9 @@ def seams(manifest, scene: Path, renders: dict[str, Path], band: float) -> dict:
 RECORDS_ITSELF = True  # --record stores one row per model, not the closing lines
 
 
-def rows(result: dict) -> list[dict]:
-    """One row per model of ``result`` (results.json): each way of training the blocks, and the whole scene."""
+def rows(result: dict, overrides: list[str] = ()) -> list[dict]:
+    """One row per model of ``result`` (results.json): each way of training the blocks, and the whole scene;
+    ``overrides`` (the run's key=value, e.g. a seed) follow the model's name."""
     out = []
     for model, psnr in result["psnr"].items():
         variant = result.get("variants", {}).get(model.removeprefix("merged_"))
@@ -142,7 +143,9 @@ def rows(result: dict) -> list[dict]:
             {
                 "scene": _label(result["scene"]),
                 "grid": result["grid"],
-                "model": _flags(model.removeprefix("merged_")) if variant else "whole scene, 1 process",
+                "model": " ".join(
+                    [_flags(model.removeprefix("merged_")) if variant else "whole scene, 1 process", *overrides]
+                ),
                 "PSNR": round(psnr, 2),
                 "SSIM": round(result["ssim"][model], 4),
                 "Gaussians": f"{result['gaussians'][model]:,}",
@@ -171,7 +174,7 @@ def _label(scene: str) -> str:
     return "/".join(Path(scene).parts[-2:]) if scene.startswith("/") else scene
 
 
-def record(result: dict, argv: list[str]) -> None:
+def record(result: dict, argv: list[str], overrides: list[str]) -> None:
     from benchmarks.results import Table
     from benchmarks.results import record as store
 
@@ -185,7 +188,7 @@ def record(result: dict, argv: list[str]) -> None:
     columns = ("scene", "grid", "model", "PSNR", "SSIM", "Gaussians", "wall s", "PSNR near a border", "PSNR inside")
     table = Table("partition_context", "Partitioned training: blocks with and without context", about, columns, 38)
     command = ["python", "-m", "benchmarks", "partition", *(a for a in argv if a not in ("--record", "--rows-only"))]
-    for row in rows(result):
+    for row in rows(result, overrides):
         path = store(table, f"{row['scene']} {row['grid']} {row['model']}", row, command)
     print(f"recorded in {path}; python -m benchmarks results rewrites docs/results.md")
 
@@ -195,10 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.rows_only:
         result = json.loads((args.out / "results.json").read_text())
-        for row in rows(result):
+        for row in rows(result, args.overrides):
             print(" | ".join(str(v) for v in row.values()))
         if args.record:
-            record(result, argv)
+            record(result, argv, args.overrides)
         return 0
     from pointrix_lite.partition.manifest import load_manifest
     from pointrix_lite.partition.synthetic import generate_street
@@ -265,10 +268,10 @@ def main(argv: list[str] | None = None) -> int:
         result |= {"seams": seams(manifest, scene, renders, args.band), "band": args.band}
     (out / "results.json").write_text(json.dumps(result, indent=1))
     print(json.dumps(result, indent=1))
-    for row in rows(result):
+    for row in rows(result, args.overrides):
         print(" | ".join(str(v) for v in row.values()))
     if args.record:
-        record(result, argv)
+        record(result, argv, args.overrides)
     return 0
 
 
