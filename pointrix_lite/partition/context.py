@@ -87,5 +87,6 @@ def context_path(runs: Path, block: Block) -> Path:
 def block_start(coarse: dict[str, Tensor], block: Block, rotation: np.ndarray) -> dict[str, Tensor]:
     """The rows of the coarse model inside ``block``'s margin region: what the block starts from with
     ``--start coarse`` (CityGaussian's fine-tuning of the coarse prior), the complement of its context."""
-    mask = torch.from_numpy(block.margin.contains(coarse["means"].double().numpy() @ rotation[:2].T))
-    return {k: v[mask] for k, v in coarse.items()}
+    from .merge import keep_in
+
+    return keep_in(coarse, block.margin, rotation)

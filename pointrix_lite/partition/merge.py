@@ -21,6 +21,7 @@ import torch
 
 from ..errors import DataError
 from ..io.atomic import atomic_write_text as write_text
+from .cells import Rect
 from .manifest import Block, Manifest, block_digest
 from .runner import PLY_NAME
 from .status import read_status, stale_reason
@@ -51,11 +52,16 @@ def block_ply(runs: Path, block: Block, manifest: Manifest) -> Path:
     return ply
 
 
+def keep_in(params: dict[str, torch.Tensor], rect: Rect, rotation: np.ndarray) -> dict[str, torch.Tensor]:
+    """The rows of ``params`` whose centre lies in the ground rectangle ``rect`` (a cell or a margin region)."""
+    xy = params["means"].double().numpy() @ rotation[:2].T
+    mask = torch.from_numpy(rect.contains(xy))
+    return {k: v[mask] for k, v in params.items()}
+
+
 def keep_in_cell(params: dict[str, torch.Tensor], block: Block, rotation: np.ndarray) -> dict[str, torch.Tensor]:
     """The rows of ``params`` whose centre lies in ``block``'s cell."""
-    xy = params["means"].double().numpy() @ rotation[:2].T
-    mask = torch.from_numpy(block.cell.contains(xy))
-    return {k: v[mask] for k, v in params.items()}
+    return keep_in(params, block.cell, rotation)
 
 
 def merge_blocks(manifest: Manifest, runs: Path, out: Path, say=print) -> tuple[Path, list[Kept]]:
