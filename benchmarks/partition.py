@@ -49,7 +49,8 @@ def build_parser():
     p.add_argument(
         "--context",
         default="none,coarse+points,coarse",
-        help="train_blocks.py --context values to compare, comma-separated; coarse+points: with --block-init points",
+        help="train_blocks.py --context values to compare, comma-separated; coarse+points: with --block-init points; "
+        "a suffix @N: --coarse-steps N",
     )
     p.add_argument("--scene", type=Path, help="a COLMAP scene folder in place of the generated street (no seams)")
     switches = (
@@ -158,15 +159,18 @@ def rows(result: dict, overrides: list[str] = ()) -> list[dict]:
 
 
 def _flags(variant: str) -> str:
-    """A ``--context`` value of this benchmark (``coarse+coarse``) as the train_blocks.py flags it stands for."""
-    context, start = _split(variant)
-    return f"merged, --context {context}" + (f" --block-init {start}" if context == "coarse" else "")
+    """A ``--context`` value of this benchmark (``coarse+coarse@1500``) as the train_blocks.py flags it stands for."""
+    return "merged, " + " ".join(_block_flags(variant))
 
 
-def _split(variant: str) -> tuple[str, str]:
-    """``coarse+points`` -> (``coarse``, ``points``); a bare ``coarse`` starts its blocks from the coarse model."""
+def _block_flags(variant: str) -> list[str]:
+    """``coarse+points@1500`` -> ``--context coarse --block-init points --coarse-steps 1500``; a bare ``coarse``
+    starts its blocks from the coarse model and trains that for train_blocks.py's default steps."""
+    variant, _, steps = variant.partition("@")
     context, _, start = variant.partition("+")
-    return context, start or ("coarse" if context == "coarse" else "points")
+    if context != "coarse":
+        return ["--context", context]
+    return ["--context", context, "--block-init", start or "coarse", *(["--coarse-steps", steps] if steps else [])]
 
 
 def _label(scene: str) -> str:
@@ -283,8 +287,7 @@ def _blocks(args, manifest, part: Path, out: Path, context: str, overrides: list
     torchrun = [py, "-m", "torch.distributed.run", "--nproc_per_node", str(args.nproc)]
     torchrun += ["--master_addr", "127.0.0.1", "--master_port", str(_free_port())]
     blocks = ["--manifest", str(part / "manifest.json"), "--runs", str(runs), "--config", str(CONFIG)]
-    mode, start = _split(context)
-    blocks += ["--context", mode, "--block-init", start, *overrides, "--overwrite"]
+    blocks += [*_block_flags(context), *overrides, "--overwrite"]
     kept = out / f"{context}.json"  # the variant's wall times, for --reuse
     if args.reuse and kept.is_file() and (merged / "point_cloud_render" / "metrics.json").is_file():
         blocks_s, merge_s = json.loads(kept.read_text())
@@ -294,7 +297,7 @@ def _blocks(args, manifest, part: Path, out: Path, context: str, overrides: list
         merge_s, _ = _run([py, "scripts/merge_blocks.py", *merge], log)
         _run([py, "scripts/render.py", "--ply", str(merged / "point_cloud.ply"), "--data", manifest.scene], log)
         kept.write_text(json.dumps([blocks_s, merge_s]))
-    names = ["coarse"] * (mode == "coarse") + [b.name for b in manifest.blocks]
+    names = ["coarse"] * context.startswith("coarse") + [b.name for b in manifest.blocks]
     statuses = [read_status(runs, name) for name in names]
     return {
         "blocks": [
