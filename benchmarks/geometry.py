@@ -11,13 +11,13 @@ surface the cameras see), turned into the model's frame where the dataset turned
 (``orientation.json``) and kept inside the box the extraction meshes (the outdoor scene's skyline lies beyond
 it: the count kept is printed). The demo trains ``configs/demo_colmap.yaml``, the others the shipped
 ``configs/colmap_cpu.yaml`` (``benchmarks/datasets.py`` makes them under data/ on first use). The mesh
-(``geometry.extract``: the training views' expected depth fused into a TSDF, marching cubes, the defaults of
-``scripts/mesh.py``) is sampled uniformly by area, as many points as the reference. Printed:
+(``geometry.extract``: the training views' expected depth, or median depth with ``--depth median``, fused into a
+TSDF, marching cubes, the defaults of ``scripts/mesh.py``) is sampled uniformly by area, as many points as the reference. Printed:
 
 - accuracy (mesh to true) and completeness (true to mesh), mean distances, and their mean, the Chamfer
   distance; precision, recall and F-score at a threshold of 1 % of the true surface's bounding-box
   diagonal (``--tau``), the usual figures of Tanks and Temples and the surface-reconstruction papers;
-- the rendered expected depth of the test views against the ray caster's depth: median absolute error
+- the rendered depth (``--depth``) of the test views against the ray caster's depth: median absolute error
   where both have a surface (alpha >= 0.5), as a share of the true depth;
 - the run's test PSNR and training time (what a regulariser costs), the extraction's time and peak memory.
 
@@ -142,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stride", type=int, default=0, help="reference rays every N pixels (default: 2 demo, 4 others)")
     p.add_argument("--tau", type=float, default=0.01, help="F-score threshold, share of the surface's bbox diagonal")
     p.add_argument("--resolution", type=int, default=256, help="as scripts/mesh.py --resolution")
+    p.add_argument("--depth", choices=("expected", "median"), default="expected", help="as scripts/mesh.py --depth")
     p.add_argument("--gaussians", type=int, help="tile the model to this many Gaussians first (timing at that size)")
     args = p.parse_args(argv)
     print(f"CPU: {cpu_name()}; load {load_average()}")
@@ -165,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     train_views, test_views = list(ev.dataset.train_views), list(ev.dataset.test_views)
     start = time.perf_counter()
     with torch.no_grad():
-        maps = render_views(ev.model, ev.renderer, [v.camera for v in train_views], ev.dataset.background)
+        cameras = [v.camera for v in train_views]
+        maps = render_views(ev.model, ev.renderer, cameras, ev.dataset.background, depth=args.depth)
         lo, hi = scene_box(maps)
         volume = fuse(maps, lo, hi, args.resolution)
         verts, faces, _, _ = volume.extract_mesh()
@@ -183,8 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     _, true_depths = true_surface([cams[v.name] for v in test_views], prims_for)
     with torch.no_grad():
         for view, true_depth in zip(test_views, true_depths):
-            m = view_maps(ev.model, ev.renderer, view.camera, ev.dataset.background, gaussian_normals=False)
-            depth, alpha = m["depth"].numpy(), m["alpha"].numpy()
+            m = view_maps(ev.model, ev.renderer, view.camera, ev.dataset.background, False, args.depth == "median")
+            depth, alpha = m["median_depth" if args.depth == "median" else "depth"].numpy(), m["alpha"].numpy()
             both = (alpha >= 0.5) & (true_depth > 0)
             errors.append(np.abs(depth[both] - true_depth[both]) / true_depth[both])
     depth_err = float(np.median(np.concatenate(errors)))
@@ -204,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{tiled}"
         f"{args.scene} mesh: F-score {scores['fscore']:.3f} (precision {scores['precision']:.3f}, recall {scores['recall']:.3f}) "
         f"at {args.tau:.0%} of the diagonal, Chamfer {scores['chamfer']:.4f} (accuracy {scores['accuracy']:.4f}, "
-        f"completeness {scores['completeness']:.4f}); test depth error {100 * depth_err:.2f}% (median); "
+        f"completeness {scores['completeness']:.4f}); test {args.depth} depth error {100 * depth_err:.2f}% (median); "
         f"test PSNR {psnr:.2f} dB; training {train_s:.0f} s; extraction {seconds:.1f} s, peak {peak_gb:.2f} GB"
     )
     return 0

@@ -1,7 +1,8 @@
 """Command line: ``python scripts/mesh.py`` extracts a trained scene's surface as a mesh and a point cloud.
 
     mesh.py --exp-dir DIR [--checkpoint CKPT] [--out DIR] [--resolution N | --voxel-size S] [--trunc T]
-            [--min-alpha A] [--far F] [--points N] [--max-voxels N] [--overwrite] [--backend B]
+            [--depth expected|median] [--min-alpha A] [--far F] [--points N] [--max-voxels N] [--overwrite]
+            [--backend B]
 
 Stages, one status line each: the model, the training views' depth and normals, the scene's box, TSDF
 fusion, marching cubes, the point cloud, the files. Writes ``<out>/mesh.ply`` (MeshLab, CloudCompare,
@@ -41,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resolution", type=int, default=256, help="voxels along the scene box's longest side")
     p.add_argument("--voxel-size", type=float, help="voxel edge in scene units (instead of --resolution)")
     p.add_argument("--trunc", type=float, help="TSDF truncation in scene units (default: 4 voxels)")
+    p.add_argument(
+        "--depth",
+        choices=("expected", "median"),
+        default="expected",
+        help="the depth fused: expected (blended) or median (where alpha passes one half); docs/geometry.md",
+    )
     p.add_argument("--min-alpha", type=float, default=0.5, help="fuse pixels whose rendered alpha is at least this")
     p.add_argument("--far", type=float, default=3.0, help="fuse depth up to this many times a view's median depth")
     p.add_argument("--points", type=int, default=500_000, help="at most this many points in points.ply")
@@ -88,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
             args.min_alpha,
             args.far,
             advance,
+            args.depth,
         )
     try:
         lo, hi = scene_box(maps)

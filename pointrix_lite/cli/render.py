@@ -82,8 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--outputs",
         default="rgb",
-        help="with the test split: what to write, of rgb, depth, normal (the Gaussians'), normal_depth "
-        "(comma-separated; default rgb): renders/test/<kind>/<view>.png and .npy (docs/geometry.md)",
+        help="with the test split: what to write, of rgb, depth (expected), median_depth, normal (the Gaussians'), "
+        "normal_depth (comma-separated; default rgb): renders/test/<kind>/<view>.png and .npy (docs/geometry.md)",
     )
     add_plugin_option(p)
     return p
@@ -284,7 +284,12 @@ def write_test_maps(trainer: Any, folder: Path, kinds: tuple[str, ...]) -> None:
         for view in views:
             background = trainer.dataset.background
             maps = view_maps(
-                trainer.model, trainer.renderer, view.camera, background, gaussian_normals="normal" in kinds
+                trainer.model,
+                trainer.renderer,
+                view.camera,
+                background,
+                gaussian_normals="normal" in kinds,
+                median="median_depth" in kinds,
             )
             stem = Path(trainer.render_files.get(view.name, f"{view.name}.png")).stem
             save_maps(maps, folder, stem, kinds)

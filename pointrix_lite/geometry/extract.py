@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .maps import backproject, view_maps
+from .maps import DEPTH_KINDS, backproject, view_maps
 from .tsdf import DEFAULT_MAX_VOXELS, Grid, TSDFVolume
 
 
@@ -52,21 +52,26 @@ def render_views(
     min_alpha: float = 0.5,
     far: float = 3.0,
     advance: Callable[[], object] = lambda: None,
+    depth: str = "expected",
 ) -> list[ViewDepth]:
-    """Every camera's :class:`ViewDepth`: expected depth where alpha >= ``min_alpha`` and the depth is within
-    ``far`` x the view's median depth; confidence = alpha there."""
+    """Every camera's :class:`ViewDepth`: its ``depth`` (``"expected"`` or ``"median"``, see
+    :mod:`~pointrix_lite.geometry.maps`) where alpha >= ``min_alpha`` and the depth is within ``far`` x the
+    view's median depth (over its pixels); confidence = alpha there."""
+    if depth not in DEPTH_KINDS:
+        raise ValueError(f"depth: must be one of {', '.join(DEPTH_KINDS)}, got {depth!r}")
+    key = "median_depth" if depth == "median" else "depth"
     out = []
     for camera in cameras:
         # the mesh and points read the depth and its normals, not the Gaussians' (a second rasterization)
-        maps = view_maps(model, renderer, camera, background, gaussian_normals=False)
-        depth, alpha = maps["depth"].cpu(), maps["alpha"].cpu()
-        keep = (alpha >= min_alpha) & (depth > 0)
+        maps = view_maps(model, renderer, camera, background, gaussian_normals=False, normals_of=depth)
+        depth_map, alpha = maps[key].cpu(), maps["alpha"].cpu()
+        keep = (alpha >= min_alpha) & (depth_map > 0)
         if keep.any():
-            keep &= depth <= far * depth[keep].median()
+            keep &= depth_map <= far * depth_map[keep].median()
         viewmat = camera.viewmat.float().cpu()
         out.append(
             ViewDepth(
-                depth=torch.where(keep, depth, torch.zeros_like(depth)),
+                depth=torch.where(keep, depth_map, torch.zeros_like(depth_map)),
                 confidence=torch.where(keep, alpha, torch.zeros_like(alpha)),
                 rgb=maps["rgb"].cpu().clamp(0, 1),
                 normal=maps["normal_depth"].cpu() @ viewmat[:3, :3],  # camera -> world: R^T n, as rows

@@ -143,6 +143,7 @@ def _views_section(run: RunData, views: ShownViews | None, max_side: int) -> str
                 ("error", "error map", error, COLOURS),
                 ("normal", "normals", view.maps.get("normal"), None),
                 ("depth", "depth", view.maps.get("depth"), None),
+                ("median_depth", "median depth", view.maps.get("median_depth"), None),
             )
             if image is not None
         ]

@@ -40,7 +40,7 @@ class ViewImages:
     render: np.ndarray | None = None  # [h, w, 3] uint8 at the shown size
     gt: np.ndarray | None = None
     error: np.ndarray | None = None  # [h, w] float32: mean |render - gt| over RGB, in [0, 1], area-averaged
-    # render.py --outputs: "normal" / "depth" (depth as grey, near dark, over the view's own range), shown size
+    # render.py --outputs: "normal" / "depth" / "median_depth" (depth as grey, near dark, over the view's own range), shown size
     maps: dict[str, np.ndarray] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -136,10 +136,10 @@ def _read_view(renders: Path, name: str, max_side: int) -> tuple[ViewImages, np.
     full = render if render is not None else gt
     view.size = None if full is None else (full.shape[1], full.shape[0])
     view.render, view.gt = _shrink(render, max_side), _shrink(gt, max_side)
-    for kind in ("normal", "depth"):  # written only by render.py --outputs; absent is no problem
+    for kind in ("normal", "depth", "median_depth"):  # written only by render.py --outputs; absent is no problem
         path = renders / kind / name
         if path.is_file():
-            image = _depth_grey(path, view) if kind == "depth" else _read(path, kind, view)
+            image = _read(path, kind, view) if kind == "normal" else _depth_grey(path, view)
             if image is not None:
                 view.maps[kind] = _shrink(image, max_side)
     return view, histogram

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 import trimesh
 from plyfile import PlyData
 from scipy.spatial import cKDTree
@@ -46,8 +47,30 @@ def test_mesh_files_reread_and_on_the_true_surface(trained_run, tmp_path, capsys
     assert mesh_main([*args, "--overwrite"]) == 0
 
 
+def test_median_depth_mesh_is_on_the_true_surface(trained_run, tmp_path):
+    # mesh.py --depth median's stages on every 4th training view (the median walk is the slow part)
+    import torch
+
+    from pointrix_lite.cli.common import open_experiment
+    from pointrix_lite.geometry.extract import fuse, render_views, scene_box
+
+    ev = open_experiment(trained_run.exp_dir, out=tmp_path / "eval")
+    ev.model.eval()
+    cameras = [v.camera for v in list(ev.dataset.train_views)[::4]]
+    with torch.no_grad():
+        views = render_views(ev.model, ev.renderer, cameras, ev.dataset.background, depth="median")
+    verts, faces, _, _ = fuse(views, *scene_box(views), resolution=96).extract_mesh()
+    truth, _ = true_surface(camera_ring()[::4], scene_truth("demo")[1], stride=4)
+    diag = np.linalg.norm(truth.max(0) - truth.min(0))
+    assert len(faces) > 1000
+    assert np.median(cKDTree(truth).query(np.asarray(verts))[0]) < 0.01 * diag
+
+
 def test_bad_options_are_one_line(trained_run, capsys):
     assert mesh_main(["--exp-dir", str(trained_run.exp_dir), "--resolution", "0"]) == 2
     assert capsys.readouterr().err.strip() == "error: --resolution: must be > 0, got 0"
     assert mesh_main(["--exp-dir", str(trained_run.exp_dir), "--min-alpha", "1.5"]) == 2
     assert "--min-alpha: must be in [0, 1)" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # argparse's own check, one line
+        mesh_main(["--exp-dir", str(trained_run.exp_dir), "--depth", "mean"])
+    assert stop.value.code == 2 and "argument --depth: invalid choice: 'mean'" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""render.py --outputs depth,normal,normal_depth on the shared short demo run, against the ray caster."""
+"""render.py --outputs depth,median_depth,normal,normal_depth on the shared short demo run, against the ray caster."""
 
 from __future__ import annotations
 
@@ -15,17 +15,25 @@ from tests.integration.conftest import SCALE
 
 def test_depth_and_normal_maps(trained_run, tmp_path, capsys):
     out = tmp_path / "maps"
-    args = ["--exp-dir", str(trained_run.exp_dir), "--out", str(out), "--outputs", "rgb,depth,normal,normal_depth"]
+    args = [
+        "--exp-dir",
+        str(trained_run.exp_dir),
+        "--out",
+        str(out),
+        "--outputs",
+        "rgb,depth,median_depth,normal,normal_depth",
+    ]
     assert render_main(args) == 0
     capsys.readouterr()
     folder = out / "renders" / "test"
     names = sorted(p.stem for p in (folder / "render").glob("*.png"))
     cams = {c.name: c for c in camera_ring()}
-    errors = []
+    errors = {"depth": [], "median_depth": []}
     for name in names:
-        depth = np.load(folder / "depth" / f"{name}.npy")
-        png = np.asarray(Image.open(folder / "depth" / f"{name}.png"))
-        assert png.dtype == np.uint16 and np.abs(png / 1000.0 - depth).max() <= 0.0005 + 1e-6  # millimetres
+        for kind in errors:
+            png = np.asarray(Image.open(folder / kind / f"{name}.png"))
+            depth = np.load(folder / kind / f"{name}.npy")
+            assert png.dtype == np.uint16 and np.abs(png / 1000.0 - depth).max() <= 0.0005 + 1e-6  # millimetres
         for kind in ("normal", "normal_depth"):
             n = np.load(folder / kind / f"{name}.npy")
             length = np.linalg.norm(n, axis=-1)
@@ -42,13 +50,20 @@ def test_depth_and_normal_maps(trained_run, tmp_path, capsys):
             height=c.height // SCALE,
         )
         _, (truth,) = true_surface([cam], scene_truth("demo")[1])
-        both = (depth > 0) & (truth > 0)
-        errors.append(np.abs(depth[both] - truth[both]) / truth[both])
-    assert np.median(np.concatenate(errors)) < 0.02
+        for kind, found in errors.items():
+            depth = np.load(folder / kind / f"{name}.npy")
+            both = (depth > 0) & (truth > 0)
+            found.append(np.abs(depth[both] - truth[both]) / truth[both])
+    for kind, found in errors.items():
+        assert np.median(np.concatenate(found)) < 0.02, kind
     page = (out / "report.html").read_text()
-    assert page.count('data-kind="depth"') == page.count('data-kind="normal"') == len(names)
+    kinds = ("depth", "median_depth", "normal")
+    assert [page.count(f'data-kind="{kind}"') for kind in kinds] == [len(names)] * 3
 
 
 def test_outputs_is_checked(trained_run, capsys):
     assert render_main(["--exp-dir", str(trained_run.exp_dir), "--outputs", "rgb,height"]) == 2
-    assert "--outputs: unknown height; choose from rgb, depth, normal, normal_depth" in capsys.readouterr().err
+    assert (
+        "--outputs: unknown height; choose from rgb, depth, median_depth, normal, normal_depth"
+        in capsys.readouterr().err
+    )

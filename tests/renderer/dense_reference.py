@@ -153,8 +153,9 @@ def project_one_camera(
 
 def composite_one_camera(
     proj: dict[str, Tensor], feats: Tensor, width: int, height: int, tile_size: int, background: Tensor | None
-) -> tuple[Tensor, Tensor, int]:
-    """Sequential front-to-back compositing of every visible Gaussian at every pixel."""
+) -> tuple[Tensor, Tensor, int, Tensor]:
+    """Sequential front-to-back compositing of every visible Gaussian at every pixel; also the median depth
+    [H, W]: the depth of the Gaussian that takes T from above one half to one half or below (0: none does)."""
     D = feats.shape[-1]
     jj, ii = torch.meshgrid(torch.arange(width), torch.arange(height), indexing="xy")
     px, py = jj.reshape(-1).double() + 0.5, ii.reshape(-1).double() + 0.5
@@ -162,6 +163,7 @@ def composite_one_camera(
     T = torch.ones(px.shape[0], dtype=feats.dtype)
     done = torch.zeros(px.shape[0], dtype=torch.bool)
     acc = torch.zeros(px.shape[0], D, dtype=feats.dtype)
+    median = torch.zeros(px.shape[0], dtype=feats.dtype)
     order = torch.sort(proj["depths"].detach(), stable=True).indices
     for g in order.tolist():
         if not bool(proj["visible"][g]):
@@ -184,10 +186,12 @@ def composite_one_camera(
         done = done | stop
         use = use & ~stop
         acc = acc + torch.where(use, alpha * T, torch.zeros_like(T))[:, None] * feats[g]
+        median = torch.where(use & (T > 0.5) & (next_T <= 0.5), proj["depths"][g].detach(), median)
         T = torch.where(use, next_T, T)
     if background is not None:
         acc = acc + T[:, None] * background
-    return acc.reshape(height, width, D), (1 - T).reshape(height, width, 1), int(done.sum())
+    image, alpha = acc.reshape(height, width, D), (1 - T).reshape(height, width, 1)
+    return image, alpha, int(done.sum()), median.reshape(height, width)
 
 
 def dense_render(
@@ -236,7 +240,7 @@ def dense_render(
     ]
     # Composite from the stacked tensors so callers can differentiate w.r.t. meta["means2d"].
     meta = {k: torch.stack([p[k] for p in projs]) for k in projs[0]}
-    out_c, out_a = [], []
+    out_c, out_a, out_m = [], [], []
     n_stopped = 0
     for ci in range(C):
         proj = {k: v[ci] for k, v in meta.items()}
@@ -256,8 +260,9 @@ def dense_render(
             bg = None if bg is None else torch.cat([bg, bg.new_zeros(1)])
         elif render_mode in ("D", "ED"):
             feats, bg = depth, None
-        img, alpha, stopped = composite_one_camera(proj, feats, width, height, tile_size, bg)
+        img, alpha, stopped, median = composite_one_camera(proj, feats, width, height, tile_size, bg)
         n_stopped += stopped
+        out_m.append(median)
         if render_mode in ("ED", "RGB+ED"):
             img = torch.cat([img[..., :-1], img[..., -1:] / alpha.clamp(min=1e-10)], -1)
         out_c.append(img)
@@ -266,6 +271,7 @@ def dense_render(
     if not return_meta:
         return colors_out, alphas_out
     meta["n_stopped_pixels"] = n_stopped
+    meta["median_depth"] = torch.stack(out_m)  # [C, H, W]
     return colors_out, alphas_out, meta
 
 

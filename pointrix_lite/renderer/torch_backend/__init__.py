@@ -14,6 +14,7 @@ from torch import Tensor
 
 from ..options import RasterOptions, Result, gsplat_call
 from ..pipeline import Inputs, Projection, Stages
+from .median import median_tiles
 from .projection import project_gaussians
 from .rasterize import DEFAULT_PAIR_BUDGET, rasterize_tiles
 from .sh import sh_to_color
@@ -112,3 +113,35 @@ def rasterization_torch(*args: Any, pair_budget: int = DEFAULT_PAIR_BUDGET, **kw
     """``rasterization()`` on the torch backend (width, height and keyword options); ``pair_budget``
     bounds one compositing block's memory (tests shrink it to walk long tile lists in segments)."""
     return gsplat_call(torch_stages(pair_budget), "rasterization_torch")(*args, **kwargs)
+
+
+@torch.no_grad()
+def median_depth(
+    means: Tensor,
+    quats: Tensor,
+    scales: Tensor,
+    opacities: Tensor,
+    viewmats: Tensor,
+    Ks: Tensor,
+    options: RasterOptions,
+    alphas: Tensor | None = None,
+    pair_budget: int = DEFAULT_PAIR_BUDGET,
+) -> Tensor:
+    """``[C, H, W]`` median depth: per pixel, the camera-space depth of the Gaussian whose alpha takes the
+    accumulated alpha past one half (2DGS's and GOF's median depth), 0 where it never gets there.
+
+    Projects, bins and composites as :func:`rasterization_torch` with ``options`` (``means [N, 3]``,
+    ``quats [N, 4]``, ``scales [N, 3]``, ``opacities [N]`` activated, ``viewmats [C, 4, 4]``, ``Ks [C, 3,
+    3]``), so the order and the alphas are the renders' (:mod:`.median`). ``alphas [C, H, W]``, the render's
+    alpha where the caller has it, spares walking the pixels that never get past one half. Not differentiated.
+    """
+    proj = _project(means, quats, scales, opacities, viewmats, Ks, options)
+    C, N = proj.depths.shape
+    opac = opacities[None].expand(C, N)
+    if proj.compensations is not None:
+        opac = opac * proj.compensations
+    tiles, _ = _bin(proj, opac, options)
+    o = options
+    return median_tiles(
+        proj.means2d, proj.conics, opac, proj.depths, tiles, o.width, o.height, o.tile_size, alphas, pair_budget
+    )

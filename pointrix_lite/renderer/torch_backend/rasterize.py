@@ -15,6 +15,8 @@ recomputes the [tiles, pixels, segment] intermediates during backward.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
@@ -57,15 +59,19 @@ def _composite_block(
     done_in: Tensor,
     gauss_ids: Tensor,
     absgrad_sink: Tensor | None,
-) -> tuple[Tensor, Tensor, Tensor]:
+    median_of: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """Composite one segment of S list entries for G tiles of P pixels.
 
     Args:
         xy [G, S, 2], conic [G, S, 3], opac [G, S], color [G, S, D], valid [G, S] (False = padding),
-        pix [G, P, 2] pixel centres, T_in [G, P] transmittance so far, done_in [G, P] stopped pixels.
+        pix [G, P, 2] pixel centres, T_in [G, P] transmittance so far, done_in [G, P] stopped pixels,
+        median_of [G, S] or None: a value per entry, reported where the pixel's alpha passes one half.
 
     Returns:
-        (colour contribution [G, P, D], T_out [G, P], done_out [G, P]).
+        (colour contribution [G, P, D], T_out [G, P], done_out [G, P], and with ``median_of`` [G, P] the
+        value of the entry that takes T from above one half to one half or below, 0 where no entry of this
+        segment does; T only falls, so at most one entry of a pixel's whole list does).
     """
     delta = xy[:, None, :, :] - pix[:, :, None, :]  # [G, P, S, 2]
     if absgrad_sink is not None:
@@ -87,7 +93,13 @@ def _composite_block(
     weights = torch.where(hit & before_stop, alpha * T[..., :-1], torch.zeros_like(alpha))
     contrib = torch.bmm(weights, color)  # [G, P, D]
     T_out = T.gather(-1, end[..., None])[..., 0]
-    return contrib, T_out, done_in | stopped
+    median = None
+    if median_of is not None:
+        with torch.no_grad():
+            # From above one half, T (1 - alpha) >= 5e-4 > TRANSMITTANCE_STOP: the crossing entry is blended.
+            cross = hit & before_stop & (T[..., :-1] > 0.5) & (T[..., 1:] <= 0.5)
+            median = torch.where(cross, median_of[:, None, :], torch.zeros_like(alpha)).sum(dim=-1)
+    return contrib, T_out, done_in | stopped, median
 
 
 def rasterize_tiles(
@@ -174,11 +186,15 @@ def rasterize_tiles(
     acc = torch.cat(contribs)[inverse]  # [n_tiles, P, D] in tile order
     T = torch.cat(transmittances)[inverse]
 
-    def to_image(v: Tensor) -> Tensor:
-        v = v.reshape(C, th, tw, ts, ts, -1).permute(0, 1, 3, 2, 4, 5)
-        return v.reshape(C, th * ts, tw * ts, -1)[:, :height, :width]
-
-    render_colors, T_img = to_image(acc), to_image(T)
+    render_colors, T_img = tiles_to_image(acc, C, tiles, height, width), tiles_to_image(T, C, tiles, height, width)
     if backgrounds is not None:
         render_colors = render_colors + T_img * backgrounds[:, None, None, :]
     return render_colors, 1.0 - T_img
+
+
+def tiles_to_image(values: Tensor, C: int, tiles: TileLists, height: int, width: int) -> Tensor:
+    """``[C * tiles, P, ...]`` per-tile pixel values (tile-major, rows of ``tile_size``) -> ``[C, H, W, -1]``."""
+    th, tw = tiles.tile_height, tiles.tile_width
+    ts = math.isqrt(values.shape[1])
+    v = values.reshape(C, th, tw, ts, ts, -1).permute(0, 1, 3, 2, 4, 5)
+    return v.reshape(C, th * ts, tw * ts, -1)[:, :height, :width]
