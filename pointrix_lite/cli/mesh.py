@@ -72,7 +72,7 @@ def check_args(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from ..geometry.extract import fuse, render_views, scene_box, surface_points
+    from ..geometry.extract import SurfacePoints, fuse, scene_box, view_depth
     from ..io.mesh import write_mesh_glb, write_mesh_ply, write_points_ply
     from ..progress import phase
 
@@ -83,34 +83,43 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     say = print
     evaluator = open_experiment(args.exp_dir, args.checkpoint, args.exp_dir, args.backend)
-    model, views = evaluator.model, list(evaluator.dataset.train_views)
+    model, cameras = evaluator.model, [v.camera for v in evaluator.dataset.train_views]
     model.eval()
     say(f"model: {getattr(model, 'num_gaussians', '?'):,} Gaussians at step {evaluator.global_step}")
-    with torch.no_grad(), phase("rendering depth", total=len(views), unit="views") as advance:
-        maps = render_views(
-            model,
-            evaluator.renderer,
-            [v.camera for v in views],
-            evaluator.dataset.background,
-            args.min_alpha,
-            args.far,
-            advance,
-            args.depth,
-        )
-    try:
-        lo, hi = scene_box(maps)
-    except ValueError as exc:
-        raise DataError(f"--exp-dir {args.exp_dir}: {exc} (lower --min-alpha?)") from None
+    counts: list[int] = []  # each view's pixels with depth, for SurfacePoints' share
+
+    def views(advance):  # one view's maps at a time: memory stays one view's (geometry/extract.py)
+        for camera in cameras:
+            view = view_depth(
+                model, evaluator.renderer, camera, evaluator.dataset.background, args.min_alpha, args.far, args.depth
+            )
+            advance()
+            yield view
+
+    def counted(stream):
+        for view in stream:
+            counts.append(int((view.depth > 0).sum()))
+            yield view
+
+    with torch.no_grad(), phase("rendering depth", total=len(cameras), unit="views") as advance:
+        try:
+            lo, hi = scene_box(counted(views(advance)))
+        except ValueError as exc:
+            raise DataError(f"--exp-dir {args.exp_dir}: {exc} (lower --min-alpha?)") from None
     say(f"box: {_vec(lo)} .. {_vec(hi)}")
-    with phase("fusing", total=len(maps), unit="views") as advance:
-        volume = fuse(maps, lo, hi, args.resolution, args.voxel_size, args.trunc, args.max_voxels, advance)
+    points = SurfacePoints(counts, args.points)
+    with torch.no_grad(), phase("fusing", total=len(cameras), unit="views") as advance:
+        stream = views(lambda: None)  # rendered again: cheaper than holding every view's maps
+        volume = fuse(
+            stream, lo, hi, args.resolution, args.voxel_size, args.trunc, args.max_voxels, advance, points.add
+        )
     g = volume.grid
     say(f"TSDF: {g.dims[0]}x{g.dims[1]}x{g.dims[2]} voxels of {g.voxel:.4g}, truncation {volume.trunc:.4g}")
     verts, faces, rgb, normals = volume.extract_mesh()
     if not len(faces):
         raise DataError(f"--exp-dir {args.exp_dir}: the fused depth holds no surface (check --far, --min-alpha)")
     say(f"mesh: {len(verts):,} vertices, {len(faces):,} triangles")
-    xyz, colors, point_normals = surface_points(maps, volume, args.points)
+    xyz, colors, point_normals = points.on(volume)
     say(f"points: {len(xyz):,} on the surface")
     out.mkdir(parents=True, exist_ok=True)
     write_mesh_ply(out / "mesh.ply", verts, faces, rgb, normals)

@@ -41,6 +41,21 @@ def test_mesh_files_reread_and_on_the_true_surface(trained_run, tmp_path, capsys
     distance = cKDTree(truth).query(np.asarray(ply.vertices))[0]
     assert np.median(distance) < 0.01 * diag, np.median(distance) / diag
 
+    # mesh.py streams the views (rendered twice, never all held): the same files as the stages on held views
+    import torch
+
+    from pointrix_lite.cli.common import open_experiment
+    from pointrix_lite.geometry.extract import fuse, render_views, scene_box, surface_points
+
+    ev = open_experiment(trained_run.exp_dir, out=tmp_path / "eval")
+    ev.model.eval()
+    with torch.no_grad():
+        held = render_views(ev.model, ev.renderer, [v.camera for v in ev.dataset.train_views], ev.dataset.background)
+    volume = fuse(held, *scene_box(held), resolution=96)
+    np.testing.assert_array_equal(volume.extract_mesh()[0], np.asarray(ply.vertices, dtype=np.float32))
+    xyz, _, _ = surface_points(held, volume, 20000)
+    np.testing.assert_array_equal(xyz, np.stack([points["x"], points["y"], points["z"]], -1))
+
     # an existing output is refused in one line unless --overwrite
     assert mesh_main(args) == 2
     assert "already holds mesh.ply, mesh.glb, points.ply; pass --overwrite" in capsys.readouterr().err
