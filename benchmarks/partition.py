@@ -185,7 +185,7 @@ def record(result: dict, argv: list[str], overrides: list[str]) -> None:
     about = (
         "Partitioned training (`train_blocks.py`) merged, against one process training the whole scene with the "
         "blocks' total steps and Gaussian budget, scored by `render.py --ply` on the scene's test views; `--context "
-        "coarse` adds the coarse stage's steps (a quarter of a block's). Near a border: test pixels whose surface "
+        "coarse` adds the coarse stage's steps (train_blocks.py's default, or `--coarse-steps` where the row says). Near a border: test pixels whose surface "
         "lies within `--band` of a cell border (the generated street's ray caster finds it). Wall seconds: the "
         "blocks on `--nproc` processes (coarse stage included) plus the merge; the whole run's training alone."
     )

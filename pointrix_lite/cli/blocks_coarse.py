@@ -23,8 +23,6 @@ from ..partition.ranks import Placement, agree, threads_per_process
 from ..partition.runner import BlockJob, child_env, has_checkpoint, run_block, train_command
 from ..partition.status import read_status
 
-COARSE_SHARE = 4  # default coarse steps: the blocks' max_steps divided by this
-
 
 def coarse_job(manifest: Manifest, runs: Path) -> BlockJob:
     """The coarse run: the whole scene's folder, ``<runs>/coarse``; its digest is the scene and test split."""
@@ -64,11 +62,13 @@ def check_coarse(job: BlockJob, args: argparse.Namespace, manifest: Manifest, wh
 
 
 def default_coarse_steps(config: Path, overrides: list[str]) -> int:
-    """A quarter of the blocks' ``trainer.max_steps`` (the config's, after the command line's overrides)."""
+    """The blocks' ``trainer.max_steps`` (the config's, after the command line's overrides). The coarse model is
+    every block's context and start: trained for a quarter of a block's steps it left the merge well below
+    one process on every scene measured (docs/results.md), trained for a block's steps it did not."""
     from ..engine.experiment import TrainerConfig, apply_overrides, read_yaml
 
     trainer = apply_overrides(read_yaml(config), overrides).get("trainer") or {}
-    return max(1, int(trainer.get("max_steps", TrainerConfig.max_steps)) // COARSE_SHARE)
+    return max(1, int(trainer.get("max_steps", TrainerConfig.max_steps)))
 
 
 def train_coarse(

@@ -61,9 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="coarse: train a coarse model of the whole scene first and render its Gaussians outside each block's "
         "region, frozen, while the block trains (docs/distributed.md); none: each block sees only its own",
     )
-    p.add_argument(
-        "--coarse-steps", type=int, help="steps of the coarse model (default: a quarter of the blocks' max_steps)"
-    )
+    p.add_argument("--coarse-steps", type=int, help="steps of the coarse model (default: the blocks' max_steps)")
     p.add_argument(
         "--coarse-only", action="store_true", help="train the coarse model and stop (before a job array's tasks)"
     )
