@@ -7,7 +7,7 @@
     .venv/bin/python -m benchmarks partition --context coarse+points --reuse --skip-whole --record
 
 Generates the street scene (``pointrix_lite/partition/synthetic.py``; cached in ``--out/scene``),
-splits it (``scripts/partition.py --grid``), trains the blocks with ``torchrun --nproc_per_node
+splits it (``scripts/partition.py --grid``, or ``--kd``), trains the blocks with ``torchrun --nproc_per_node
 --nproc scripts/train_blocks.py`` once per ``--context`` variant (``none``; ``coarse``, starting the blocks from the
 coarse model; ``coarse+points``, from their SfM points) (``configs/colmap_cpu.yaml``, ``--steps`` each, Gaussian
 budget ``--cap`` x (block points / all points)), merges them and scores the merged PLY with ``render.py
@@ -38,6 +38,7 @@ def build_parser():
     p.add_argument("--views", type=int, default=600)
     p.add_argument("--size", default="64x48", help="image width x height")
     p.add_argument("--grid", default="2x2")
+    p.add_argument("--kd", type=int, help="K blocks of about equal point counts (partition.py --kd) instead of --grid")
     p.add_argument("--nproc", type=int, default=2, help="torchrun processes for the blocks")
     p.add_argument("--steps", type=int, default=7500, help="steps per block; the whole-scene run gets blocks x steps")
     p.add_argument(
@@ -220,9 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         width, height = (int(v) for v in args.size.split("x"))
         generate_street(scene, args.views, width, height)
     common = [*COMMON, *(["dataset.scale=1"] if street else [])]
-    _run(
-        [py, "scripts/partition.py", "--scene", str(scene), "--out", str(part), "--grid", args.grid, "--overwrite"], log
-    )
+    split = ["--kd", str(args.kd)] if args.kd else ["--grid", args.grid]
+    _run([py, "scripts/partition.py", "--scene", str(scene), "--out", str(part), *split, "--overwrite"], log)
     manifest = load_manifest(part)
     n = len(manifest.blocks)
     # The whole budget shared out by points; a block trains its margin's points too, so it gets their share.
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "cpu": cpu_name(),
         "scene": str(scene) if not street else f"street {args.views} views of {args.size}",
-        "grid": args.grid,
+        "grid": f"kd {args.kd}" if args.kd else args.grid,
         "nproc": args.nproc,
         "steps_per_block": args.steps,
         "cap_whole": args.cap,
