@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import torch
 from torch import Tensor
 
 from ..config import OptionError
@@ -56,11 +55,6 @@ def load_context(path: str | Path, sh_degree: int) -> dict[str, Tensor]:
     Raises:
         OptionError (``model.context``): the file is missing or unreadable, or its SH degree is not ``sh_degree``.
     """
-    raw = _read(path, sh_degree, "context")
-    return {
-        "means": raw["means"],
-        "quats": raw["quats"],
-        "scales": torch.exp(raw["scales"]),
-        "opacities": torch.sigmoid(raw["opacities"]),
-        "colors": torch.cat([raw["sh0"], raw["shN"]], dim=1),
-    }
+    from .gaussian_model import activated
+
+    return activated(_read(path, sh_degree, "context"))

@@ -79,6 +79,19 @@ def check_model_config(cfg: Any) -> None:
     download_enabled()  # a misspelt POINTRIX_LPIPS_DOWNLOAD fails now, not at the first validation
 
 
+def activated(raw: Mapping[str, Tensor], sh_rest: Tensor | None = None) -> dict[str, Tensor]:
+    """Raw 3DGS parameters (``means``, ``quats``, ``scales`` log, ``opacities`` logit, ``sh0``, ``shN``; the
+    model's and a PLY's layout) as the rasterizer takes them: ``means [N,3]``, ``quats [N,4]``, ``scales [N,3]``
+    (exp), ``opacities [N]`` (sigmoid), ``colors [N,K,3]`` (``sh0`` then ``sh_rest``, ``shN`` by default)."""
+    return {
+        "means": raw["means"],
+        "quats": raw["quats"],
+        "scales": torch.exp(raw["scales"]),
+        "opacities": torch.sigmoid(raw["opacities"]),
+        "colors": torch.cat([raw["sh0"], raw["shN"] if sh_rest is None else sh_rest], dim=1),
+    }
+
+
 @MODELS.register()
 class GaussianModel(nn.Module):
     """3D Gaussians stored pre-activation, named as gsplat names them.
@@ -220,11 +233,7 @@ class GaussianModel(nn.Module):
         """
         p = self.params
         return {
-            "means": p["means"],
-            "quats": p["quats"],
-            "scales": torch.exp(p["scales"]),
-            "opacities": torch.sigmoid(p["opacities"]),
-            "colors": torch.cat([p["sh0"], p["shN"] if self.updates_sh_rest() else p["shN"].detach()], dim=1),
+            **activated(p, p["shN"] if self.updates_sh_rest() else p["shN"].detach()),
             "sh_degree": self.active_sh_degree() if sh_degree is None else sh_degree,
         }
 
