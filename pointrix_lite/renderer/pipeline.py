@@ -102,13 +102,9 @@ def render(stages: Stages, inputs: Inputs, options: RasterOptions) -> Result:
     """
     o = options
     x = stages.inputs(inputs)
-    C, N = x.viewmats.shape[0], x.means.shape[0]
-    proj = stages.project(x.means, x.quats, x.scales, x.opacities, x.viewmats, x.Ks, o)
-    opacities = x.opacities[None].expand(C, N)
-    if proj.compensations is not None:
-        opacities = opacities * proj.compensations
+    C = x.viewmats.shape[0]
+    proj, opacities, tiles, tiles_per_gauss = project_and_bin(stages, x, o)
     features, backgrounds = _features(stages, x, proj, o)
-    tiles, tiles_per_gauss = stages.bin(proj, opacities, o)
     colors, alphas, extra = stages.rasterize(proj, features, opacities, backgrounds, tiles, o)
     if o.expected_depth:
         colors = torch.cat([colors[..., :-1], colors[..., -1:] / alphas.clamp(min=1e-10)], dim=-1)
@@ -128,6 +124,19 @@ def render(stages: Stages, inputs: Inputs, options: RasterOptions) -> Result:
         "tile_size": o.tile_size,
     }
     return colors, alphas, {**meta, **extra}
+
+
+def project_and_bin(stages: Stages, x: Inputs, o: RasterOptions) -> tuple[Projection, Tensor, Any, Tensor]:
+    """The geometry half of :func:`render`, which colours do not enter: ``(projection, opacities [C, N]``
+    (compensated in antialiased mode), ``tile lists, tiles_per_gauss [C, N])``. Also what the torch backend's
+    median depth walks, so its lists and alphas are the renders'."""
+    C, N = x.viewmats.shape[0], x.means.shape[0]
+    proj = stages.project(x.means, x.quats, x.scales, x.opacities, x.viewmats, x.Ks, o)
+    opacities = x.opacities[None].expand(C, N)
+    if proj.compensations is not None:
+        opacities = opacities * proj.compensations
+    tiles, tiles_per_gauss = stages.bin(proj, opacities, o)
+    return proj, opacities, tiles, tiles_per_gauss
 
 
 def _features(stages: Stages, x: Inputs, proj: Projection, o: RasterOptions) -> tuple[Tensor, Tensor | None]:

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from ..options import RasterOptions, Result, gsplat_call
-from ..pipeline import Inputs, Projection, Stages
+from ..pipeline import Inputs, Projection, Stages, project_and_bin
 from .median import median_tiles
 from .projection import project_gaussians
 from .rasterize import DEFAULT_PAIR_BUDGET, rasterize_tiles
@@ -135,12 +135,9 @@ def median_depth(
     3]``), so the order and the alphas are the renders' (:mod:`.median`). ``alphas [C, H, W]``, the render's
     alpha where the caller has it, spares walking the pixels that never get past one half. Not differentiated.
     """
-    proj = _project(means, quats, scales, opacities, viewmats, Ks, options)
-    C, N = proj.depths.shape
-    opac = opacities[None].expand(C, N)
-    if proj.compensations is not None:
-        opac = opac * proj.compensations
-    tiles, _ = _bin(proj, opac, options)
+    no_colour = means.new_zeros(means.shape[0], 0)
+    x = Inputs(means, quats, scales, opacities, no_colour, viewmats, Ks, None)
+    proj, opac, tiles, _ = project_and_bin(STAGES, x, options)
     o = options
     return median_tiles(
         proj.means2d, proj.conics, opac, proj.depths, tiles, o.width, o.height, o.tile_size, alphas, pair_budget
