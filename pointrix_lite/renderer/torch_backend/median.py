@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .rasterize import DEFAULT_PAIR_BUDGET, _composite_block, tiles_to_image
+from .rasterize import DEFAULT_PAIR_BUDGET, _composite_block, tile_pixels, tiles_to_image
 from .tiles import TileLists
 
 FIRST_SEGMENT = 32  # entries per tile in the first round; each round doubles it
@@ -57,10 +57,7 @@ def median_tiles(
     no_colour = means2d.new_zeros(C * N, 0)
 
     lengths = tiles.offsets[1:] - tiles.offsets[:-1]
-    local = torch.arange(P, device=device)
-    cam_tile = torch.arange(n_tiles, device=device) % (tiles.tile_height * tw)
-    origin = torch.stack([cam_tile % tw, cam_tile // tw], dim=-1).to(dtype) * ts
-    pix = origin[:, None, :] + torch.stack([local % ts, local // ts], dim=-1).to(dtype) + 0.5  # [tiles, P, 2]
+    pix = tile_pixels(torch.arange(n_tiles, device=device), tiles, ts, dtype)  # [tiles, P, 2]
     T = torch.ones(n_tiles, P, dtype=dtype, device=device)
     done = (pix[..., 0] >= width) | (pix[..., 1] >= height)  # cropped pixels start done
     if alphas is not None:

@@ -134,8 +134,6 @@ def rasterize_tiles(
     opac_f, color_f = opacities.reshape(C * N), colors.reshape(C * N, D)
 
     lengths = tiles.offsets[1:] - tiles.offsets[:-1]  # [n_tiles]
-    local = torch.arange(P, device=device)
-    local_xy = torch.stack([local % ts, local // ts], dim=-1).to(dtype) + 0.5  # pixel centres at +0.5
 
     tile_order = torch.argsort(lengths, descending=True, stable=True)
     lengths_sorted = lengths[tile_order].tolist()
@@ -152,9 +150,7 @@ def rasterize_tiles(
         end = min(n_busy, start + group)
         ids = tile_order[start:end]
         G = end - start
-        cam_tile = ids % (th * tw)
-        origin = torch.stack([cam_tile % tw, cam_tile // tw], dim=-1).to(dtype) * ts  # [G, 2]
-        pix = origin[:, None, :] + local_xy[None]  # [G, P, 2]
+        pix = tile_pixels(ids, tiles, ts, dtype)  # [G, P, 2]
         T = torch.ones(G, P, dtype=dtype, device=device)
         # Pixels past the right/bottom border start "done": they are cropped anyway.
         done = (pix[..., 0] >= width) | (pix[..., 1] >= height)
@@ -190,6 +186,16 @@ def rasterize_tiles(
     if backgrounds is not None:
         render_colors = render_colors + T_img * backgrounds[:, None, None, :]
     return render_colors, 1.0 - T_img
+
+
+def tile_pixels(ids: Tensor, tiles: TileLists, tile_size: int, dtype: torch.dtype) -> Tensor:
+    """``[G, P, 2]``: the pixel centres (at +0.5, as gsplat's) of the tiles ``ids [G]`` (indices over all
+    cameras' tiles, camera-major), row by row."""
+    local = torch.arange(tile_size * tile_size, device=ids.device)
+    local_xy = torch.stack([local % tile_size, local // tile_size], dim=-1).to(dtype) + 0.5
+    cam_tile = ids % (tiles.tile_height * tiles.tile_width)
+    origin = torch.stack([cam_tile % tiles.tile_width, cam_tile // tiles.tile_width], dim=-1).to(dtype) * tile_size
+    return origin[:, None, :] + local_xy[None]
 
 
 def tiles_to_image(values: Tensor, C: int, tiles: TileLists, height: int, width: int) -> Tensor:
