@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     model, cameras = evaluator.model, [v.camera for v in evaluator.dataset.train_views]
     model.eval()
     say(f"model: {getattr(model, 'num_gaussians', '?'):,} Gaussians at step {evaluator.global_step}")
-    counts: list[int] = []  # each view's pixels with depth, for SurfacePoints' share
+    pixels = 0  # the views' pixels with depth, for SurfacePoints' share
 
     def views(advance):  # one view's maps at a time: memory stays one view's (geometry/extract.py)
         for camera in cameras:
@@ -97,8 +97,9 @@ def run(args: argparse.Namespace) -> int:
             yield view
 
     def counted(stream):
+        nonlocal pixels
         for view in stream:
-            counts.append(int((view.depth > 0).sum()))
+            pixels += int((view.depth > 0).sum())
             yield view
 
     with torch.no_grad(), phase("rendering depth", total=len(cameras), unit="views") as advance:
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise DataError(f"--exp-dir {args.exp_dir}: {exc} (lower --min-alpha?)") from None
     say(f"box: {_vec(lo)} .. {_vec(hi)}")
-    points = SurfacePoints(counts, args.points)
+    points = SurfacePoints(pixels, args.points)
     with torch.no_grad(), phase("fusing", total=len(cameras), unit="views") as advance:
         stream = views(lambda: None)  # rendered again: cheaper than holding every view's maps
         volume = fuse(

@@ -142,19 +142,19 @@ def fuse(
 class SurfacePoints:
     """The views' depth points that lie on the fused surface (within half the truncation band of its zero
     level, in an observed voxel), which drops what only one view put there; at most ``max_points``, drawn
-    uniformly. Views stream through :meth:`add` (``counts``: each view's pixels with depth, in that order,
+    uniformly. Views stream through :meth:`add` (``pixels``: the pixels with depth of all the views together,
     known from a first pass); :meth:`on` keeps the candidates on a volume."""
 
-    def __init__(self, counts: list[int], max_points: int = 500_000, seed: int = 0) -> None:
+    def __init__(self, pixels: int, max_points: int = 500_000, seed: int = 0) -> None:
         # Four candidates for each point kept, drawn view by view in proportion to each view's pixels with
         # depth: a uniform share of every view's points without holding them all (views x pixels can be billions).
-        self.counts, self.max_points, self.seed = list(counts), max_points, seed
-        self.share = min(1.0, 4 * max_points / max(1, sum(self.counts)))
+        self.max_points, self.seed = max_points, seed
+        self.share = min(1.0, 4 * max_points / max(1, pixels))
         self.generator = torch.Generator().manual_seed(seed)
         self.parts: list[tuple[Tensor, Tensor, Tensor]] = []
 
     def add(self, view: ViewDepth) -> None:
-        """Draw ``view``'s candidates (the next view of ``counts``)."""
+        """Draw ``view``'s candidates."""
         p, c, nv = view.points()
         if self.share < 1.0:
             pick = torch.randperm(len(p), generator=self.generator)[: math.ceil(self.share * len(p))]
@@ -178,7 +178,7 @@ def surface_points(
     views: list[ViewDepth], volume: TSDFVolume, max_points: int = 500_000, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:class:`SurfacePoints` of views held in memory."""
-    points = SurfacePoints([int((v.depth > 0).sum()) for v in views], max_points, seed)
+    points = SurfacePoints(sum(int((v.depth > 0).sum()) for v in views), max_points, seed)
     for v in views:
         points.add(v)
     return points.on(volume)
