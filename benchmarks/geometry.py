@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks._common import REPO, add_run_arguments, cpu_name, load_average, parser
+from pointrix_lite.geometry import DEPTH_KINDS
 
 SCENES = ("demo", "photo", "clutter", "outdoor")
 
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stride", type=int, default=0, help="reference rays every N pixels (default: 2 demo, 4 others)")
     p.add_argument("--tau", type=float, default=0.01, help="F-score threshold, share of the surface's bbox diagonal")
     p.add_argument("--resolution", type=int, default=256, help="as scripts/mesh.py --resolution")
-    p.add_argument("--depth", choices=("expected", "median"), default="expected", help="as scripts/mesh.py --depth")
+    p.add_argument("--depth", choices=DEPTH_KINDS, default="expected", help="as scripts/mesh.py --depth")
     p.add_argument("--gaussians", type=int, help="tile the model to this many Gaussians first (timing at that size)")
     args = p.parse_args(argv)
     print(f"CPU: {cpu_name()}; load {load_average()}")

@@ -21,7 +21,7 @@ from ..partition.context import COARSE, block_context, block_start, coarse_overr
 from ..partition.manifest import Block, Manifest
 from ..partition.ranks import Placement, agree, threads_per_process
 from ..partition.runner import BlockJob, child_env, has_checkpoint, run_block, train_command
-from ..partition.status import read_status
+from ..partition.status import BlockStatus, read_status
 
 
 def coarse_job(manifest: Manifest, runs: Path) -> BlockJob:
@@ -31,7 +31,10 @@ def coarse_job(manifest: Manifest, runs: Path) -> BlockJob:
 
 
 def coarse_done(job: BlockJob) -> bool:
-    status = read_status(job.runs, job.name)
+    return _finished(job, read_status(job.runs, job.name))
+
+
+def _finished(job: BlockJob, status: BlockStatus | None) -> bool:
     return status is not None and status.state == "done" and status.partition == job.partition and job.ply.is_file()
 
 
@@ -43,7 +46,8 @@ def check_coarse(job: BlockJob, args: argparse.Namespace, manifest: Manifest, wh
     """Refuse, before anything runs, a coarse stage that cannot start or would replace a run unasked."""
     if args.coarse_steps is not None and args.coarse_steps < 1:
         raise ConfigError(f"--coarse-steps: must be >= 1, got {args.coarse_steps}")
-    if coarse_done(job) and not _retrain(args):
+    status = read_status(job.runs, job.name)
+    if _finished(job, status) and not _retrain(args):
         return
     redo = f"scripts/train_blocks.py --manifest {manifest.path} --config {args.config}"
     if where.world > 1 and where.source != "torchrun" and not args.coarse_only:
@@ -51,7 +55,6 @@ def check_coarse(job: BlockJob, args: argparse.Namespace, manifest: Manifest, wh
             f"{job.exp_dir}: no finished coarse model, and a job array's tasks cannot wait for one another; "
             f"train it first as one job: {redo} --coarse-only"
         )
-    status = read_status(job.runs, job.name)
     held = has_checkpoint(job.exp_dir) or job.ply.is_file()
     if held and status is not None and status.partition != job.partition and not args.overwrite:
         raise ConfigError(f"{job.exp_dir}: a coarse model of another partition; train it again: {redo} --overwrite")

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from ..errors import ConfigError, DataError
+from ..geometry import DEPTH_KINDS
 from .common import (
     OneLineErrorParser,
     add_plugin_option,
@@ -44,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trunc", type=float, help="TSDF truncation in scene units (default: 4 voxels)")
     p.add_argument(
         "--depth",
-        choices=("expected", "median"),
+        choices=DEPTH_KINDS,
         default="expected",
         help="the depth fused: expected (blended) or median (where alpha passes one half); docs/geometry.md",
     )

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .maps import DEPTH_KINDS, backproject, view_maps
+from . import DEPTH_KINDS
+from .maps import backproject, view_maps
 from .tsdf import DEFAULT_MAX_VOXELS, Grid, TSDFVolume
 
 

@@ -41,7 +41,6 @@ from ..renderer.torch_backend.projection import quat_to_rotmat
 
 # what save_maps writes; "normal" is the Gaussians' normals
 MAP_KINDS = ("depth", "median_depth", "normal", "normal_depth")
-DEPTH_KINDS = ("expected", "median")  # which depth a mesh fuses (mesh.py --depth)
 DEPTH_PNG_SCALE = 1000.0
 
 

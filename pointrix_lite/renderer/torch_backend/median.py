@@ -3,7 +3,7 @@
 2DGS and GOF fuse this depth rather than the expected one: it is one surface's depth, where expected depth
 averages the surfaces a pixel sees through (a depth edge becomes a ramp). gsplat's kernels have no such
 output, so it is composited here, by the same walk as :mod:`.rasterize` (the same lists, alphas and
-transmittance; ``_composite_block`` marks the crossing), on any device.
+transmittance; ``composite_block`` marks the crossing), on any device.
 
 Only the front of each list matters: once every pixel of a tile is past one half (or stopped), nothing
 behind can change its median. So the walk goes segment by segment, doubling the segment each round, over
@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .rasterize import DEFAULT_PAIR_BUDGET, _composite_block, tile_pixels, tiles_to_image
+from .rasterize import DEFAULT_PAIR_BUDGET, composite_block, tile_pixels, tiles_to_image
 from .tiles import TileLists
 
 FIRST_SEGMENT = 32  # entries per tile in the first round; each round doubles it
@@ -75,7 +75,7 @@ def median_tiles(
             valid = pos[None, :] < lengths[chunk, None]
             entry = torch.where(valid, tiles.offsets[chunk, None] + pos[None, :], torch.zeros_like(pos[None, :]))
             gid = tiles.flat_ids[entry]  # padding reads entry 0; masked out by `valid`
-            _, T_c, done_c, median_c = _composite_block(
+            _, T_c, done_c, median_c = composite_block(
                 xy[gid], conic[gid], opac[gid], no_colour[gid], valid, pix[chunk], T[chunk], done[chunk], gid,
                 None, value[gid],
             )  # fmt: skip

@@ -48,7 +48,7 @@ class _AbsGradTap(torch.autograd.Function):
         return grad, None, None
 
 
-def _composite_block(
+def composite_block(
     xy: Tensor,
     conic: Tensor,
     opac: Tensor,
@@ -165,9 +165,9 @@ def rasterize_tiles(
             gid = tiles.flat_ids[entry]  # padding reads entry 0; masked out by `valid`
             args = (xy_f[gid], conic_f[gid], opac_f[gid], color_f[gid], valid, pix, T, done, gid, absgrad_sink)
             if track:
-                out = checkpoint(_composite_block, *args, use_reentrant=False)
+                out = checkpoint(composite_block, *args, use_reentrant=False)
             else:
-                out = _composite_block(*args)
+                out = composite_block(*args)
             acc = acc + out[0]
             T, done = out[1], out[2]
         contribs.append(acc)
