@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +106,7 @@ def _seed(cfg: ExperimentConfig, dataset: Any, exp_dir: Path | None) -> None:
     """Apply ``model.seeding`` to ``dataset.point_cloud`` (a model type without the option: nothing)."""
     from ..config import from_dict
     from ..data.seeding import SeedingConfig, seeded_cloud
+    from ..data.seeding.spread import auto_views
 
     if cfg.model.get("init_ply"):  # the model starts from a PLY, not from the data set's points
         return
@@ -113,4 +114,6 @@ def _seed(cfg: ExperimentConfig, dataset: Any, exp_dir: Path | None) -> None:
     if isinstance(seeding, Mapping):  # a plain dict config written in Python
         seeding = from_dict(SeedingConfig, seeding, "model.seeding")
     if isinstance(seeding, SeedingConfig) and seeding.enabled and getattr(dataset, "point_cloud", None) is not None:
+        if seeding.mvs_views == "auto":  # resolved here, where the run's length is known; the cache keys the number
+            seeding = replace(seeding, mvs_views=auto_views(cfg.trainer.max_steps))
         dataset.point_cloud = seeded_cloud(dataset, seeding, int(cfg.model.get("seed", 0)), exp_dir)

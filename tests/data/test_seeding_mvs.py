@@ -52,15 +52,17 @@ def _surface_error(xyz: np.ndarray, views) -> tuple[np.ndarray, np.ndarray]:
     return err, np.sqrt(d2.min(1))
 
 
-def test_points_land_on_the_surfaces_the_cloud_missed(demo):
+@pytest.mark.parametrize("views", [0, 7], ids=["all views", "7 views spread"])
+def test_points_land_on_the_surfaces_the_cloud_missed(demo, views):
     scene = _Scene(demo)
-    cfg = SeedingConfig(mvs=True, mvs_size=SIZE, mvs_max_points=0)
+    cfg = SeedingConfig(mvs=True, mvs_size=SIZE, mvs_max_points=0, mvs_views=views)
     lines = []
     out = seed_points(scene.point_cloud, scene, cfg, seed=0, log=lines.append)
     n_cloud = len(scene.point_cloud)
     assert torch.equal(out.xyz[:n_cloud], scene.point_cloud.xyz)  # the cloud comes first, unchanged
     added = out.xyz[n_cloud:].double().numpy()
-    assert len(lines) == 1 and f"{len(added):,} points added" in lines[0]
+    assert f"{len(added):,} points added" in lines[-1]
+    assert len(lines) == 1 if views == 0 else lines[0].startswith(f"seeding: {views} of {len(scene.train_views)}")
     err, dist = _surface_error(added, scene.train_views)
     fx = scene.train_views[0].camera.fx * SIZE / scene.train_views[0].camera.width
     footprint = dist / fx  # one reduced pixel at the point's distance
@@ -69,7 +71,9 @@ def test_points_land_on_the_surfaces_the_cloud_missed(demo):
     # at depth edges (where a patch holds both sides); training moves a seed that far in a few steps.
     assert on_surface.mean() > 0.75 and (err < 4 * footprint).mean() > 0.9, np.quantile(err / footprint, [0.5, 0.9])
     on_objects = on_surface & (added[:, 2] > 0.05)  # the table top is z = 0
-    assert on_objects.sum() > 500  # the objects were seeded, not only the table around the cloud's points
+    # the objects were seeded, not only the table around the cloud's points; with half the views fewer
+    # depths agree in a voxel (the reason mvs_views: auto keeps every view of a sparse capture)
+    assert on_objects.sum() > (500 if views == 0 else 50)
     assert ((out.rgb >= 0) & (out.rgb <= 1)).all()
 
 

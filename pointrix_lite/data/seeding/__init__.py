@@ -53,6 +53,9 @@ class SeedingConfig:
     mvs_depths: int = 64  # depth planes, uniform in inverse depth between the cloud's near and far
     mvs_neighbours: int = 4  # views each depth map is matched against
     mvs_max_points: int = 100_000  # at most this many points added (uniform subsample)
+    # training views swept, spread over the capture (0: all); auto: one per 20 of trainer.max_steps, at
+    # least 24 (spread.py), resolved by the engine; the sweep's cost grows with it, its points hardly
+    mvs_views: int | Literal["auto"] = "auto"
     # also test every pixel on the planes holding a large share of the cloud (a floor SfM saw near the centre)
     mvs_planes: bool = True
     sky: int = 0  # Gaussians on a far shell (0 = none)
@@ -76,6 +79,10 @@ class SeedingConfig:
             bad("mvs_depths", f"must be >= 2, got {self.mvs_depths}")
         if self.mvs_neighbours < 1:
             bad("mvs_neighbours", f"must be >= 1, got {self.mvs_neighbours}")
+        if self.mvs_views != "auto" and (
+            isinstance(self.mvs_views, bool) or not isinstance(self.mvs_views, int) or self.mvs_views < 0
+        ):
+            bad("mvs_views", f"must be auto or an integer >= 0 (0 = all), got {self.mvs_views!r}")
         if self.mvs_max_points < 0:
             bad("mvs_max_points", f"must be >= 0 (0 = no limit), got {self.mvs_max_points}")
         if self.sky < 0:
@@ -133,8 +140,14 @@ def seed_points(
                 say(line)
     if sweep:
         from .fusion import mvs_points
+        from .spread import spread_views
 
-        parts.append(mvs_points(cloud, dataset.train_views, cfg, seed, say))
+        views = list(dataset.train_views)
+        # "auto" unresolved (a caller outside a run, which has no steps to scale by): every view
+        swept = spread_views([v.camera for v in views], 0 if cfg.mvs_views == "auto" else cfg.mvs_views)
+        if len(swept) < len(views):
+            say(f"seeding: {len(swept)} of {len(views)} training views swept, spread over the capture (mvs_views)")
+        parts.append(mvs_points(cloud, [views[i] for i in swept], cfg, seed, say))
     if cfg.sky > 0 and cfg.mvs != "auto":
         shell = _shell(dataset, cfg, seed, say, torch.cat([p.xyz for p in parts]))
     if shell is not None:
