@@ -45,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import shlex
 import shutil
 import subprocess
@@ -395,7 +396,10 @@ def results_table(ceiling: bool) -> Table:
         "`process.py`, `configs/colmap_cpu.yaml` as shipped at the version named, test views every 8th registered "
         "photo; aligned: each test pose fitted first; the true cameras' run trains the same photos on the surveyed "
         "cameras. Rotation and centre error: SfM's cameras against the true ones after the best similarity (centre "
-        "error as a share of the cameras' spread)."
+        "error as a share of the cameras' spread). Training is deterministic at one thread count, but another count "
+        "sums in another order, a sample as different as another seed: `OMP_NUM_THREADS` is in a row's command where "
+        "it was set (the seed=1 rows of 0.1.0 (f5a0c33) and 1fe502a ran with 1, three side by side), and rows "
+        "compare at one count."
     )
     if ceiling:
         return Table(
@@ -494,7 +498,16 @@ def record(rows: list[dict], label: str, args, argv: list[str] | None) -> None:
     if args.against and not (Path(args.against) / "pointrix_lite").is_dir():
         at = f"{revision.resolve(args.against)[:7]}"
     dropped = ("--record", "--rows-only")  # the command that measured the rows
-    command = ["python", "-m", "benchmarks", "suite", *(a for a in (argv or sys.argv[2:]) if a not in dropped)]
+    # the thread count changes the float summation order, so the scores: a row says where it was set
+    threads = [f"{k}={os.environ[k]}" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if k in os.environ]
+    command = [
+        *threads,
+        "python",
+        "-m",
+        "benchmarks",
+        "suite",
+        *(a for a in (argv or sys.argv[2:]) if a not in dropped),
+    ]
     recipe = label if args.against else f"shipped ({version()})"
     extra = " ".join([args.process_args, *args.overrides]).strip()
     for row in [*rows, mean_row(rows)] if len(rows) > 1 else rows:

@@ -138,3 +138,24 @@ def test_rows_only_prints_the_kept_rows_and_their_mean(tmp_path: Path) -> None:
     assert lines[4].startswith("| mean of 2 |  |  | 21.50 | 0.8000 |  | 20.00 |")
     proc = run(*args, "--rows-only")  # another run's options: nothing kept
     assert proc.returncode == 1 and "--rows-only: no kept row" in proc.stderr
+
+
+def test_a_recorded_row_names_the_thread_count(monkeypatch) -> None:
+    """Another thread count sums in another order: the stored command says which one a row ran with."""
+    import argparse
+
+    from benchmarks import results, suite
+
+    stored: list = []
+    monkeypatch.setattr(results, "record", lambda table, key, cells, command, at=None: stored.append(command) or key)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    scores = {"psnr": 20.0, "ssim": 0.8, "lpips": None}
+    row = {"scene": "sceaux", "photos": 11, "registered": 9, "test_views": 2, "unaligned": scores, "aligned": scores}
+    row |= {"train_seconds": 300.0, "seeding_seconds": 4.0}
+    args = argparse.Namespace(ceiling=False, against=None, process_args="", overrides=["seed=1"])
+    suite.record([row], "shipped", args, ["--data", "D", "--record", "seed=1"])
+    assert stored == [["OMP_NUM_THREADS=1", "python", "-m", "benchmarks", "suite", "--data", "D", "seed=1"]]
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    suite.record([row], "shipped", args, ["--data", "D", "seed=1"])
+    assert stored[-1][:3] == ["python", "-m", "benchmarks"]
