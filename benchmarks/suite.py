@@ -398,8 +398,8 @@ def results_table(ceiling: bool) -> Table:
         "cameras. Rotation and centre error: SfM's cameras against the true ones after the best similarity (centre "
         "error as a share of the cameras' spread). Training is deterministic at one thread count, but another count "
         "sums in another order, a sample as different as another seed: `OMP_NUM_THREADS` is in a row's command where "
-        "it was set (the seed=1 rows of 0.1.0 (f5a0c33) and 1fe502a ran with 1, three side by side), and rows "
-        "compare at one count."
+        "it was set (the seed=1 rows of 1fe502a, and of 0.1.0 (f5a0c33) but entry-P10, ran with 1, three side by "
+        "side; the others with the default), and rows compare at one count."
     )
     if ceiling:
         return Table(
