@@ -45,10 +45,9 @@ def spread_views(cameras: Sequence[Any], n: int) -> list[int]:
     """
     if n <= 0 or n >= len(cameras):
         return list(range(len(cameras)))
-    viewmats = torch.stack([torch.as_tensor(c.viewmat, dtype=torch.float64) for c in cameras])  # [V, 4, 4]
-    R, t = viewmats[:, :3, :3], viewmats[:, :3, 3]
-    centres = -(R.transpose(1, 2) @ t[..., None])[..., 0]  # [V, 3]
-    forward = R[:, 2, :]  # the camera's z axis in the world: where it looks
+    centres = torch.stack([c.camera_center.double() for c in cameras])  # [V, 3]
+    # the camera's z axis in the world (the third row of world-to-camera R): where it looks
+    forward = torch.stack([torch.as_tensor(c.viewmat, dtype=torch.float64)[2, :3] for c in cameras])
     spread = (centres - centres.mean(0)).norm(dim=1).median().clamp_min(1e-12)
     features = torch.cat([centres / spread, forward], dim=1)
     chosen = [0]
