@@ -5,6 +5,7 @@
     python -m benchmarks suite --data DIR --scenes fountain-P11,entry-P10
     python -m benchmarks suite --data DIR --scenes photo      # a generated scene (benchmarks/datasets.py) too
     python -m benchmarks suite --data DIR --against REV       # REV's process.py, config and trainer
+    python -m benchmarks suite --data DIR --against REV --shared-sfm  # REV's config and trainer on our SfM
     python -m benchmarks suite --data DIR --process-args '--principal-point refine' --skip-true
     python -m benchmarks suite --data DIR seed=1              # overrides for every training run
     python -m benchmarks suite --data DIR --ceiling           # each scene's ceiling: 10x the steps, 2x the budget
@@ -23,7 +24,9 @@ tuned on, each a public GitHub repository cloned into ``--data`` (nothing is com
 
 Each capture goes the way a user's photos go. The photos are reduced by the smallest integer factor that
 brings their long side to ``--max-side`` (box filter, EXIF kept) into ``--out``/photos/SCENE; ``process.py``
-makes the COLMAP folder (kept and reused per code tree; ``--reprocess`` redoes it); the tree's own
+makes the COLMAP folder (kept and reused per code tree; ``--reprocess`` redoes it; with ``--shared-sfm``
+an ``--against`` tree trains on the checkout's folder instead, since COLMAP's threads make every
+process.py run a slightly different draw that both seeds of a tree share); the tree's own
 ``configs/colmap_cpu.yaml`` trains on it in a fresh ``train.py`` process (no validation, checkpoints or
 writers: they do not change the model). Its ``metrics.json`` gives the test scores on the views the dataset
 holds out (every 8th registered photo by name): as given (unaligned) and after fitting each test view's
@@ -275,8 +278,10 @@ def run_scene(scene: Scene, tree: Path, work: Path, args, overrides: list[str]) 
     and, where known, on the true ones (runs under ``work``): one row."""
     from pointrix_lite.process.compare import compare_cameras
 
-    sfm_folder = work.parent / "_".join(["sfm", *shlex.split(args.process_args)]).replace("/", "_")
-    sfm = process(scene, tree, sfm_folder, args)
+    # --shared-sfm: every tree trains on the checkout's SfM, so two recipes differ in training alone
+    process_tree, scene_dir = (REPO, args.out / "work" / scene.name) if args.shared_sfm else (tree, work.parent)
+    sfm_folder = scene_dir / "_".join(["sfm", *shlex.split(args.process_args)]).replace("/", "_")
+    sfm = process(scene, process_tree, sfm_folder, args)
     config = tree / CONFIG
     run = workers.train_script(tree, config, [f"dataset.data_path={sfm_folder}", *overrides], work / "run_sfm")
     row: dict = {
@@ -431,6 +436,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ceiling", action="store_true", help="10x the steps and 2x the Gaussian budget")
     p.add_argument("--skip-true", action="store_true", help="no training on the true cameras (pose errors still)")
     p.add_argument("--reprocess", action="store_true", help="run process.py again where its output is kept")
+    p.add_argument(
+        "--shared-sfm",
+        action="store_true",
+        help="with --against: train on this checkout's process.py output (made once), not REV's own",
+    )
     p.add_argument("--threads", type=int, default=-1, help="process.py --threads")
     p.add_argument("--process-args", default="", help="more process.py arguments, e.g. '--principal-point refine'")
     p.add_argument("--record", action="store_true", help="store the rows in benchmarks/results (docs/results.md)")
@@ -454,7 +464,14 @@ def main(argv: list[str] | None = None) -> int:
     overrides = [*QUIET, *(ceiling_overrides(tree / CONFIG) if args.ceiling else []), *args.overrides]
     work = args.out / (tree.name if args.against else "work")
     print(f"CPU: {cpu_name()}; code: {label}; load {load_average()}; overrides: {' '.join(overrides)}", flush=True)
-    tag = "_".join(["ceiling" if args.ceiling else "default", *shlex.split(args.process_args), *args.overrides])
+    tag = "_".join(
+        [
+            "ceiling" if args.ceiling else "default",
+            *shlex.split(args.process_args),
+            *(["shared-sfm"] if args.shared_sfm else []),
+            *args.overrides,
+        ]
+    )
     folders = {name: work / name / tag.replace("/", "_") for name in chosen}
     if args.rows_only:
         missing = [str(f / "row.json") for f in folders.values() if not (f / "row.json").is_file()]
@@ -509,7 +526,7 @@ def record(rows: list[dict], label: str, args, argv: list[str] | None) -> None:
         *(a for a in (argv or sys.argv[2:]) if a not in dropped),
     ]
     recipe = label if args.against else f"shipped ({version()})"
-    extra = " ".join([args.process_args, *args.overrides]).strip()
+    extra = " ".join([args.process_args, *(["shared SfM"] if args.shared_sfm else []), *args.overrides]).strip()
     for row in [*rows, mean_row(rows)] if len(rows) > 1 else rows:
         key = f"{at or 'work'} {extra} {row['scene']}".replace("  ", " ")
         path = store(table, key, {"recipe": f"{recipe} {extra}".strip(), **cells(row)}, command, at=at)

@@ -153,9 +153,32 @@ def test_a_recorded_row_names_the_thread_count(monkeypatch) -> None:
     scores = {"psnr": 20.0, "ssim": 0.8, "lpips": None}
     row = {"scene": "sceaux", "photos": 11, "registered": 9, "test_views": 2, "unaligned": scores, "aligned": scores}
     row |= {"train_seconds": 300.0, "seeding_seconds": 4.0}
-    args = argparse.Namespace(ceiling=False, against=None, process_args="", overrides=["seed=1"])
+    args = argparse.Namespace(ceiling=False, against=None, process_args="", shared_sfm=False, overrides=["seed=1"])
     suite.record([row], "shipped", args, ["--data", "D", "--record", "seed=1"])
     assert stored == [["OMP_NUM_THREADS=1", "python", "-m", "benchmarks", "suite", "--data", "D", "seed=1"]]
     monkeypatch.delenv("OMP_NUM_THREADS")
     suite.record([row], "shipped", args, ["--data", "D", "seed=1"])
     assert stored[-1][:3] == ["python", "-m", "benchmarks"]
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_shared_sfm_trains_another_tree_on_the_checkouts_process_output(tmp_path: Path, monkeypatch, shared) -> None:
+    """Two process.py runs differ (COLMAP's threads) and both seeds of a tree share its one SfM: --shared-sfm
+    makes the --against tree train on the SfM the checkout's own process.py made, in the checkout's folder."""
+    import argparse
+
+    from benchmarks import workers
+
+    calls: list = []
+    image = ColmapImage(1, np.array([1.0, 0, 0, 0]), np.zeros(3), 1, "a.jpg")
+    model = ColmapModel({}, {1: image}, np.zeros((0, 3)), np.zeros((0, 3), np.uint8), {})
+    monkeypatch.setattr(suite, "process", lambda scene, tree, folder, args: calls.append((tree, folder)) or model)
+    report = {"mean": {"psnr": 20.0}, "train_seconds": 1.0}
+    monkeypatch.setattr(workers, "train_script", lambda tree, config, overrides, out: calls.append(overrides) or report)
+    other = tmp_path / "other_tree"
+    args = argparse.Namespace(out=tmp_path / "out", process_args="", shared_sfm=shared, skip_true=True)
+    scene = suite.Scene("sceaux", tmp_path / "photos", ["a.jpg"], None)
+    row = suite.run_scene(scene, other, tmp_path / "out" / other.name / "sceaux" / "default", args, ["seed=1"])
+    sfm = tmp_path / "out" / ("work" if shared else other.name) / "sceaux" / "sfm"
+    assert calls == [(suite.REPO if shared else other, sfm), [f"dataset.data_path={sfm}", "seed=1"]]
+    assert row["unaligned"]["psnr"] == 20.0 and row["registered"] == 1
