@@ -401,10 +401,13 @@ def results_table(ceiling: bool) -> Table:
         "`process.py`, `configs/colmap_cpu.yaml` as shipped at the version named, test views every 8th registered "
         "photo; aligned: each test pose fitted first; the true cameras' run trains the same photos on the surveyed "
         "cameras. Rotation and centre error: SfM's cameras against the true ones after the best similarity (centre "
-        "error as a share of the cameras' spread). Training is deterministic at one thread count, but another count "
-        "sums in another order, a sample as different as another seed: `OMP_NUM_THREADS` is in a row's command where "
-        "it was set (the seed=1 rows of 1fe502a, and of 0.1.0 (f5a0c33) but entry-P10, ran with 1, three side by "
-        "side; the others with the default), and rows compare at one count."
+        "error as a share of the cameras' spread). Training is deterministic at one thread count on one CPU, but "
+        "another count or instruction set sums in another order, a sample as different as another seed: "
+        "`OMP_NUM_THREADS` is in a row's command where it was set, and rows compare at one count on one machine. "
+        "Each tree trains on its own `process.py` output unless the recipe says `shared SfM` (`--shared-sfm`: the "
+        "checkout's output): COLMAP's threads make every `process.py` run a slightly different draw, which both "
+        "seeds of a tree share and which alone moves a scene by tenths of a dB, so rows of two trees without it "
+        "compare SfM draws as well as recipes."
     )
     if ceiling:
         return Table(

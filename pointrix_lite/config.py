@@ -58,7 +58,18 @@ def check_relative_path(key: str, value: str, home: str = "") -> None:
         raise OptionError(key, f"must be a path relative to exp_dir, got {brief(value)}", home)
 
 
+_NAMES = {bool: "true/false", int: "an integer", float: "a number", str: "a string", type(None): "null"}
+
+
 def _type_name(tp: Any) -> str:
+    """How an error names ``tp``: ``int | Literal["auto"]`` -> ``an integer or 'auto'`` (not ``Union``)."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type_name(arg) for arg in typing.get_args(tp))
+    if origin is typing.Literal:
+        return " or ".join(map(repr, typing.get_args(tp)))
+    if tp in _NAMES:
+        return _NAMES[tp]
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Literal
 
 import pytest
 import yaml
@@ -66,6 +68,24 @@ def test_unknown_key_in_component_section(toy_config):
 def test_wrong_type_names_nested_path(toy_config):
     with pytest.raises(ConfigError, match=r"^trainer\.max_steps: expected an integer, got 'many'$"):
         toy_config({"trainer": {"max_steps": "many"}})
+
+
+@pytest.mark.parametrize(
+    ("tp", "named"),
+    [
+        (int | Literal["auto"], "an integer or 'auto'"),
+        (bool | Literal["auto"], "true/false or 'auto'"),
+        (float | Literal["auto", "max"], "a number or 'auto' or 'max'"),
+        (str | None, "a string or null"),
+    ],
+)
+def test_a_union_is_named_by_its_members(tp, named):
+    """A value no member of a union takes names what each member would take, not "expected Union"."""
+    from pointrix_lite.config import convert
+
+    with pytest.raises(ConfigError, match=rf"^seeding\.mvs_views: expected {re.escape(named)}, got \[1\]$"):
+        convert(tp, [1], "seeding.mvs_views")
+    assert convert(tp, "auto" if "auto" in named else "x", "k") in ("auto", "x")
 
 
 def test_unknown_top_level_key_lists_valid_keys(toy_config):

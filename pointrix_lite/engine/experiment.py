@@ -70,7 +70,7 @@ class ExperimentConfig:
     strategy: Mapping[str, Any] | None = None
     # A list of {type, ...} entries, or a mapping {HookType: {options}} (Pointrix / MMEngine
     # default_hooks style); resolves to the list form either way. Checked by hook_entries, which
-    # names the entry at fault (a Union here would only say "expected Union").
+    # names the entry at fault (a union type here would name its members, not the entry).
     hooks: Any = field(default_factory=list)
     writers: list[Mapping[str, Any]] = field(default_factory=_default_writers)
     # DI-engine shorthand keys; folded into `hooks` (or the run's start) when the config resolves.
