@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ..config import OptionError
 from ..errors import DataError
 from .cameras import View, scaled_size, scene_extent
@@ -33,6 +35,27 @@ def check_scene_options(config: Any) -> None:
         raise OptionError("max_points", f"must be >= 0 (0 = all), got {config.max_points}", "dataset")
 
 
+def mean_colour(views: list[View]) -> tuple[float, float, float]:
+    """The mean RGB in [0, 1] of ``views``' pixels, each view's masked-out pixels left out.
+
+    A background for photos (``mean_background``): a render shows the background where no Gaussian
+    covers the view, which in a held-out view is what no training view saw. Black there costs the
+    square of the scene's brightness per pixel; the mean colour is the constant with the least squared
+    error over the training pixels, so the guess a test view is least wrong with.
+    """
+    total, count = torch.zeros(3, dtype=torch.float64), 0
+    for view in views:
+        pixels = view.image.reshape(-1, 3)
+        if view.mask is not None:
+            pixels = pixels[view.mask.reshape(-1)]
+        total += pixels.sum(dim=0, dtype=torch.float64)
+        count += len(pixels)
+    if count == 0:
+        return BLACK
+    r, g, b = (total / (255.0 * count)).tolist()
+    return (r, g, b)
+
+
 class SceneDataset:
     """Base for registered datasets; subclasses load views then call :meth:`_finish`.
 
@@ -40,7 +63,8 @@ class SceneDataset:
         train_views, val_views, test_views: Lists of :class:`View` (val/test empty when ``eval`` is off).
         point_cloud: Initial :class:`PointCloud` (None only if a dataset has no way to make one).
         scene_extent: INRIA ``getNerfppNorm`` radius over the training cameras.
-        background: RGB in [0, 1] that transparent pixels were composited on (and to render on).
+        background: RGB in [0, 1] that transparent pixels were composited on and renders are drawn on
+            (``mean_background``: drawn on the training images' mean colour, :func:`mean_colour`).
     """
 
     train_views: list[View]

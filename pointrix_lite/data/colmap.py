@@ -14,13 +14,13 @@ from typing import Literal
 import numpy as np
 import torch
 
-from ..config import at_least
+from ..config import OptionError, at_least
 from ..errors import DataError
 from ..io.colmap import ColmapCamera, ColmapImage, ColmapModel, find_sparse_dir, read_model
 from ..io.images import downscale, find_image, load_all, load_rgb
 from ..progress import phase
 from ..registry import DATASETS
-from .base import SceneDataset, check_scene_options
+from .base import SceneDataset, check_scene_options, mean_colour
 from .cameras import Camera, View, check_pose, viewmat_from_colmap
 from .masks import attach_mask, mask_folder, say_missing
 from .orientation import orient_to_axes
@@ -56,6 +56,9 @@ class ColmapDataset(SceneDataset):
         """Name of the image folder inside ``data_path``."""
         white_background: bool = False
         """Render (and composite any RGBA images) on white instead of black."""
+        mean_background: bool = False
+        """Render on the training images' mean colour instead (``data/base.py``, :func:`mean_colour`): where
+        no Gaussian covers a view (what no training view saw), the render shows the best constant guess."""
         scale: Scale = 1.0
         """Downscale factor; ``images_<scale>/`` is used when it exists, else images are resized on
         load. ``auto``: the rule of ``data/resolution.py`` for the training device (at most 0.25 MP per image
@@ -79,6 +82,10 @@ class ColmapDataset(SceneDataset):
         def __post_init__(self) -> None:
             check_scene_options(self)
             at_least(self, 1, "test_every", home="dataset")
+            if self.mean_background and self.white_background:
+                raise OptionError(
+                    "mean_background", "cannot be true beside white_background (two backgrounds): set one", "dataset"
+                )
 
     def __init__(self, config: Config, device: str = "cpu") -> None:
         root = self._open(config, device)
@@ -113,6 +120,8 @@ class ColmapDataset(SceneDataset):
         if config.orientation == "manhattan":
             cloud, self.world_rotation = orient_to_axes(views, cloud)
         self._finish(train, list(test), test, cloud.subsample(config.max_points, config.seed), root, config.eval)
+        if config.mean_background:
+            self.background = mean_colour(train)
 
     @staticmethod
     def _camera_size(model: ColmapModel, im: ColmapImage) -> tuple[int, int]:

@@ -267,6 +267,8 @@ def seeded_cloud(dataset: Any, cfg: SeedingConfig, seed: int, cache_dir: Path | 
             "seed": seed,
             "cloud": len(cloud),
             "scene": scene_key(dataset, cache_dir),
+            # the shell leaves out directions of the background's colour (sky.py)
+            "background": [float(c) for c in getattr(dataset, "background", ())],
             "views": [v.name for v in dataset.train_views],
             "size": [v.camera.width for v in dataset.train_views[:1]],
             "code": code_digest(),

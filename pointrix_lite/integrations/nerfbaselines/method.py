@@ -73,18 +73,19 @@ def recipe_path(overrides: Mapping[str, Any]) -> Path:
 def method_config(overrides: Mapping[str, Any], scene: Path, white: bool) -> dict[str, Any]:
     """The recipe as a mapping, with ``overrides`` applied and its data set pointed at ``scene``.
 
-    The recipe's data options stay (``scale``, ``orientation``, ``max_points``, a white background, which
-    ``white`` also turns on: nerfbaselines' white ``background_color``); its split is nerfbaselines' (``eval:
-    false``: every view of ``scene`` trains).
+    The recipe's data options stay (``scale``, ``orientation``, ``max_points``, its background: white, which
+    ``white`` also turns on: nerfbaselines' white ``background_color``, or else the recipe's
+    ``mean_background``); its split is nerfbaselines' (``eval: false``: every view of ``scene`` trains).
     """
     data = read_yaml(recipe_path(overrides))
     data = apply_overrides(data, [f"{k}={v}" for k, v in overrides.items() if k != "config"])
     dataset = dict(data.get("dataset") or {})
-    keep = ("scale", "upsample", "max_points", "seed", "orientation")
+    white = white or bool(dataset.get("white_background", False))
+    keep = ("scale", "upsample", "max_points", "seed", "orientation", *(() if white else ("mean_background",)))
     data["dataset"] = {
         "type": "ColmapDataset",
         "data_path": str(scene),
-        "white_background": white or bool(dataset.get("white_background", False)),
+        "white_background": white,
         "eval": False,
         **{k: dataset[k] for k in keep if k in dataset},
     }
