@@ -82,14 +82,13 @@ def convert(tp: Any, value: Any, key_path: str) -> Any:
     if origin in (Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        errors = []
         for arg in args:
             if arg is type(None):
                 continue
             try:
                 return convert(arg, value, key_path)
-            except ConfigError as exc:
-                errors.append(str(exc))
+            except ConfigError:
+                pass  # the next member may take it; the error names them all
         raise ConfigError(f"{key_path}: expected {_type_name(tp)}, got {brief(value)}")
     if origin is typing.Literal:
         if value in args:
@@ -119,13 +118,13 @@ def convert(tp: Any, value: Any, key_path: str) -> Any:
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(f"{key_path}: expected true/false, got {brief(value)}")
+        raise ConfigError(f"{key_path}: expected {_type_name(tp)}, got {brief(value)}")
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        raise ConfigError(f"{key_path}: expected an integer, got {brief(value)}")
+        raise ConfigError(f"{key_path}: expected {_type_name(tp)}, got {brief(value)}")
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
@@ -135,13 +134,13 @@ def convert(tp: Any, value: Any, key_path: str) -> Any:
                 return float(value)
             except ValueError:
                 pass
-        raise ConfigError(f"{key_path}: expected a number, got {brief(value)}")
+        raise ConfigError(f"{key_path}: expected {_type_name(tp)}, got {brief(value)}")
     if tp is str:
         if isinstance(value, str):
             return value
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)  # YAML reads `name: 001` as 1; a path or name is still meant
-        raise ConfigError(f"{key_path}: expected a string, got {brief(value)}")
+        raise ConfigError(f"{key_path}: expected {_type_name(tp)}, got {brief(value)}")
     if isinstance(tp, type) and isinstance(value, tp):
         return value
     raise ConfigError(f"{key_path}: expected {_type_name(tp)}, got {brief(value)}")
