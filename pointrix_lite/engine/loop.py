@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from .. import distributed
+from ..config import OptionError
 from ..errors import DataError
 from .state import LoopTrainer
 
@@ -165,3 +166,16 @@ def step_background(trainer: LoopTrainer, step: int) -> tuple[float, float, floa
     generator = torch.Generator().manual_seed(trainer.cfg.seed * 1_000_003 + step)
     r, g, b = torch.rand(3, generator=generator, dtype=torch.float64).tolist()
     return (r, g, b)
+
+
+def check_random_background(cfg: Any, dataset: Any) -> None:
+    """Refuse ``trainer.random_background`` (``cfg``: the TrainerConfig) on a data set whose images
+    had transparent pixels: those were composited on the data set's background when loaded, so a
+    step on any other colour would pull the scene towards it where the capture shows nothing."""
+    if cfg.random_background and getattr(dataset, "transparent", None) is not None:
+        raise OptionError(
+            "random_background",
+            f"{dataset.transparent} has transparent pixels (composited on the data set's background when "
+            "loaded), which a random training background contradicts; set it false",
+            "trainer",
+        )
