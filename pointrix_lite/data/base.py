@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..config import OptionError
 from ..errors import DataError
+from ..io.images import composite, read_image
 from .cameras import View, scaled_size, scene_extent
 from .pointcloud import PointCloud
 
@@ -65,6 +67,9 @@ class SceneDataset:
         scene_extent: INRIA ``getNerfppNorm`` radius over the training cameras.
         background: RGB in [0, 1] that transparent pixels were composited on and renders are drawn on
             (``mean_background``: drawn on the training images' mean colour, :func:`mean_colour`).
+        transparent: The first image read that had transparent pixels, else None. Their colour
+            is then the background's, so a training step on another background
+            (``trainer.random_background``) would teach the scene that colour.
     """
 
     train_views: list[View]
@@ -73,6 +78,15 @@ class SceneDataset:
     point_cloud: PointCloud | None
     scene_extent: float
     background: tuple[float, float, float]
+    transparent: Path | None = None
+
+    def _read_rgb(self, path: Path) -> np.ndarray:
+        """``path`` as [H, W, 3] uint8, any transparency composited on the background (noted in
+        ``transparent``). Safe from :func:`load_all`'s threads: they only ever set the same kind of value."""
+        image = read_image(path)
+        if self.transparent is None and image.shape[-1] == 4 and bool((image[..., 3] < 255).any()):
+            self.transparent = path
+        return composite(image, self.background)
 
     def _open(self, config: Any, device: Any = "cpu") -> Path:
         """What every dataset does first: set the background and return the data folder (generating

@@ -17,7 +17,7 @@ import torch
 from ..config import OptionError, at_least
 from ..errors import DataError
 from ..io.colmap import ColmapCamera, ColmapImage, ColmapModel, find_sparse_dir, read_model
-from ..io.images import downscale, find_image, load_all, load_rgb
+from ..io.images import downscale, find_image, load_all
 from ..progress import phase
 from ..registry import DATASETS
 from .base import SceneDataset, check_scene_options, mean_colour
@@ -150,7 +150,7 @@ class ColmapDataset(SceneDataset):
         camera = Camera(fx, fy, cx, cy, cam.width, cam.height, torch.from_numpy(w2c).float(), name)
 
         path = find_image(image_dir / im.name)
-        image = load_rgb(path, self.background)
+        image = self._read_rgb(path)
         h, w = image.shape[:2]
         if prescaled:
             # Other tools round images_N sizes their own way; accept within a pixel and rescale K to match.

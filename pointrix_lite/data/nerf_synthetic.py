@@ -19,7 +19,7 @@ import torch
 
 from ..config import at_least
 from ..errors import DataError
-from ..io.images import composite, downscale, find_image, load_all, read_image
+from ..io.images import downscale, find_image, load_all
 from ..progress import phase
 from ..registry import DATASETS
 from .base import SceneDataset, check_scene_options
@@ -125,7 +125,7 @@ class NerfSyntheticDataset(SceneDataset):
         check_pose(c2w, where)
 
         path = find_image(root / str(frame["file_path"]))
-        image = composite(read_image(path), self.background)
+        image = self._read_rgb(path)
         height, width = image.shape[:2]
         w, h = _number(meta, frame, "w", where), _number(meta, frame, "h", where)
         if (w is not None and int(w) != width) or (h is not None and int(h) != height):

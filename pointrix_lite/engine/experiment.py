@@ -39,6 +39,10 @@ class TrainerConfig:
     test_at_end: bool = True  # run test() on the test split after training
     val_images: int = 2  # how many validation views are sent to the writers as images
     save_test_renders: bool = True  # PNGs under <exp_dir>/renders/test/{render,gt}/
+    # Each training step renders on a random colour (gsplat's `random_bkgd`, splatfacto's "random"):
+    # a photo's pixels are then only matched by covering them, never by the background showing
+    # through. Evaluation keeps the data set's background.
+    random_background: bool = False
 
     def __post_init__(self) -> None:
         at_least(self, 0, "max_steps", "val_interval", "val_images", home="trainer")

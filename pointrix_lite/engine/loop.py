@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from .. import distributed
+from ..config import OptionError
 from ..errors import DataError
 from .state import LoopTrainer
 
@@ -128,7 +129,7 @@ def train_step(trainer: LoopTrainer, batch: list) -> dict[str, Any]:
     if hasattr(model, "update_learning_rate"):
         model.update_learning_rate(step)  # lr used *for* this step (3DGS convention)
     render_out = trainer.renderer(
-        model, [v.camera for v in batch], trainer.dataset.background, **trainer.step_render_kw
+        model, [v.camera for v in batch], step_background(trainer, step), **trainer.step_render_kw
     )
     render_out["views"] = batch  # what was rendered, for strategies that score the step's error
     trainer.render_out = render_out
@@ -151,3 +152,30 @@ def train_step(trainer: LoopTrainer, batch: list) -> dict[str, Any]:
     detached = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in loss_dict.items()}
     trainer.loss_dict = distributed.mean_over_ranks(detached)
     return trainer.loss_dict
+
+
+def step_background(trainer: LoopTrainer, step: int) -> tuple[float, float, float]:
+    """The background training step ``step`` renders on: the data set's, or with
+    ``trainer.random_background`` a colour drawn uniformly in [0, 1]^3.
+
+    The draw is seeded by ``(seed, step)`` alone, so every rank and a resumed run see the same
+    colour at a step without the generator's state travelling in checkpoints.
+    """
+    if not trainer.cfg.trainer.random_background:
+        return trainer.dataset.background
+    generator = torch.Generator().manual_seed(trainer.cfg.seed * 1_000_003 + step)
+    r, g, b = torch.rand(3, generator=generator, dtype=torch.float64).tolist()
+    return (r, g, b)
+
+
+def check_random_background(cfg: Any, dataset: Any) -> None:
+    """Refuse ``trainer.random_background`` (``cfg``: the TrainerConfig) on a data set whose images
+    had transparent pixels: those were composited on the data set's background when loaded, so a
+    step on any other colour would pull the scene towards it where the capture shows nothing."""
+    if cfg.random_background and getattr(dataset, "transparent", None) is not None:
+        raise OptionError(
+            "random_background",
+            f"{dataset.transparent} has transparent pixels (composited on the data set's background when "
+            "loaded), which a random training background contradicts; set it false",
+            "trainer",
+        )

@@ -92,6 +92,7 @@ class DefaultTrainer(Evaluator):
         progress.PHASES.add("setup", time.perf_counter() - setup_start)
 
     def _build_datapipeline(self, dataset: Any) -> None:
+        loop.check_random_background(self.cfg.trainer, dataset)
         self.datapipeline = self._datapipeline_factory(
             dataset, self.cfg.trainer.batch_size, self.cfg.seed, self.rank, self.world_size
         )

@@ -61,7 +61,7 @@ class DoubleTrainer(StateAttributes):
         resume: str | None = None,
     ) -> None:
         self.cfg = SimpleNamespace(
-            trainer=SimpleNamespace(max_steps=max_steps, val_interval=2, test_at_end=True),
+            trainer=SimpleNamespace(max_steps=max_steps, val_interval=2, test_at_end=True, random_background=False),
             seed=0,
             load_ckpt_before_run=resume,
         )
