@@ -168,14 +168,16 @@ def test_registered_with_nerfbaselines():
 
 
 @pytest.mark.parametrize("white", [False, True])
-def test_a_recipes_mean_background_stays_unless_the_scene_is_on_white(tmp_path, white) -> None:
+def test_a_recipes_backgrounds_stay_unless_the_scene_is_on_white(tmp_path, white) -> None:
     """nerfbaselines' white background_color wins; otherwise the recipe's own background is kept, and a
     config with both is never built (ColmapDataset refuses that)."""
     from pointrix_lite.integrations.nerfbaselines.method import method_config
     from pointrix_lite.registry import DATASETS
 
-    data = method_config({"dataset.mean_background": True}, tmp_path, white)["dataset"]
+    config = method_config({"dataset.mean_background": True, "trainer.random_background": True}, tmp_path, white)
+    data = config["dataset"]
     assert data["white_background"] is white
     assert data.get("mean_background", False) is (not white)
+    assert config["trainer"]["random_background"] is (not white)  # RGBA on white trains on white
     generate_demo(tmp_path / "demo", n_views=4, size=16)
     DATASETS.build({**data, "data_path": str(tmp_path / "demo" / "colmap")}, "dataset")  # builds: one background

@@ -75,7 +75,9 @@ def method_config(overrides: Mapping[str, Any], scene: Path, white: bool) -> dic
 
     The recipe's data options stay (``scale``, ``orientation``, ``max_points``, its background: white, which
     ``white`` also turns on: nerfbaselines' white ``background_color``, or else the recipe's
-    ``mean_background``); its split is nerfbaselines' (``eval: false``: every view of ``scene`` trains).
+    ``mean_background``); its split is nerfbaselines' (``eval: false``: every view of ``scene`` trains). On
+    white, training keeps white too (``trainer.random_background`` off): such scenes' images are RGBA,
+    composited on white, which a random training background would contradict.
     """
     data = read_yaml(recipe_path(overrides))
     data = apply_overrides(data, [f"{k}={v}" for k, v in overrides.items() if k != "config"])
@@ -89,6 +91,8 @@ def method_config(overrides: Mapping[str, Any], scene: Path, white: bool) -> dic
         "eval": False,
         **{k: dataset[k] for k in keep if k in dataset},
     }
+    if white:
+        data["trainer"] = {**(data.get("trainer") or {}), "random_background": False}
     return apply_overrides(data, METHOD_OVERRIDES)
 
 
