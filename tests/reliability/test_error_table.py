@@ -150,6 +150,10 @@ def _corrupt_image(c: Case) -> list[str]:
     return ["--config", c.config(), f"dataset.data_path={scene}"]
 
 
+def _random_background_transparent(c: Case) -> list[str]:
+    return ["--config", c.config(), "trainer.random_background=true"]  # the tiny scene's PNGs are RGBA
+
+
 def _several_mask_folders(c: Case) -> list[str]:
     scene = c.scene_copy()
     (scene / "masks").mkdir()
@@ -324,6 +328,7 @@ SETUPS: dict[str, Callable[[Case], list[str]]] = {
     "unknown-registry-name": _unknown_registry_name,
     "missing-data-dir": _missing_data_dir,
     "corrupt-image": _corrupt_image,
+    "random-background-transparent": _random_background_transparent,
     "several-mask-folders": _several_mask_folders,
     "unsupported-camera-model": _unsupported_camera_model,
     "empty-point-cloud": _empty_point_cloud,
