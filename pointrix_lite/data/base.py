@@ -82,7 +82,10 @@ class SceneDataset:
 
     def _read_rgb(self, path: Path) -> np.ndarray:
         """``path`` as [H, W, 3] uint8, any transparency composited on the background (noted in
-        ``transparent``). Safe from :func:`load_all`'s threads: they only ever set the same kind of value."""
+        ``transparent``). Callers downscale after this: averaging straight-alpha RGBA would bleed the
+        arbitrary colour of transparent pixels into edges, while averaging composited pixels is what a
+        camera at the lower resolution sees. Safe from :func:`load_all`'s threads: they only ever set
+        the same kind of value."""
         image = read_image(path)
         if self.transparent is None and image.shape[-1] == 4 and bool((image[..., 3] < 255).any()):
             self.transparent = path

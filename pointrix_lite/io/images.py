@@ -94,17 +94,6 @@ def downscale(image: np.ndarray, width: int, height: int) -> np.ndarray:
     return np.array(Image.fromarray(image, mode).resize((width, height), Image.Resampling.BOX))
 
 
-def load_rgb(path: Path, background: tuple[float, float, float], size: tuple[int, int] | None = None) -> np.ndarray:
-    """Read, composite over ``background`` and, if ``size=(width, height)`` is given, downscale.
-
-    Compositing comes first: averaging straight-alpha RGBA would bleed the (arbitrary) colour of
-    transparent pixels into edges, while averaging composited pixels is exactly what a camera at the
-    lower resolution would see.
-    """
-    img = composite(read_image(path), background)
-    return img if size is None else downscale(img, *size)
-
-
 def write_png(path: Path, image: np.ndarray) -> None:
     """Write an [H, W, 3|4] uint8 array as PNG (deterministic bytes for identical input).
 
