@@ -9,6 +9,7 @@
     python -m benchmarks appearance --vignette 0.4 --bilagrid --grid 2 4 4     # a coarser grid
     python -m benchmarks appearance --vignette 0.4 --vignetting [LR ...]       # + a radial falloff per view
     python -m benchmarks appearance --step-time [--against REV]   # masked vs unmasked step time only
+    python -m benchmarks appearance --gain 0.5 1.5 --bound-clipped   # gains that clip highlights; + model.bound_clipped
 
 Real captures change exposure and white balance from photo to photo and have people or cars in some
 of them. This benchmark takes the 400x300 photo-textured COLMAP scene (``--scene photo`` of
@@ -27,6 +28,12 @@ gain and bias fitted on each test view's left half, the right half scored) and t
 repaired run's transforms (the gauge ``AppearanceOptHook`` holds at 0). Issue 26's target: repaired
 within 1 dB of clean and at least 2 dB above spoiled. ``--against`` adds the repaired run on another
 code tree, advancing in turn with the others.
+
+``--gain LO HI`` widens the exposure range (issue 61's captures that clip: 0.5 1.5), and the first line
+then says what share of the training pixels' channels the spoiling clipped at 255. ``--bound-clipped``
+adds the repaired images with ``model.bound_clipped`` (the hook's ``clip`` off: the loss bounds
+the render only where the photo clipped, ``model/loss.py``), the spoiled ones with it and no hook, and
+the repaired ones with neither (the transformed render compared unclipped, clipped photos and all).
 
 ``--step-time`` times training steps instead (``benchmarks.training:steps``, fixed N, full size, no
 hooks): the spoiled images without masks against the same images with ``masks/`` (every training
@@ -70,7 +77,9 @@ def occluder(rng: np.random.Generator, h: int, w: int) -> tuple[np.ndarray, np.n
     return keep, np.where(stripes, a, b)
 
 
-def spoil(src: Path, spoiled: Path, repaired: Path, seed: int, vignette: float = 0.0) -> dict:
+def spoil(
+    src: Path, spoiled: Path, repaired: Path, seed: int, vignette: float = 0.0, gain_range: tuple[float, float] = GAIN
+) -> dict:
     """Write the two spoiled COLMAP folders (same images; ``repaired`` also has ``masks/``).
 
     ``vignette`` > 0: each training image also darkens towards its corners, by a factor
@@ -84,14 +93,14 @@ def spoil(src: Path, spoiled: Path, repaired: Path, seed: int, vignette: float =
         (out / "images").mkdir(parents=True)
     (repaired / "masks").mkdir()
     names = sorted(p.name for p in (src / "images").iterdir())
-    gains, occluded = [], 0
+    gains, occluded, clipped, channels = [], 0, 0, 0
     for i, name in enumerate(names):
         rgb = np.asarray(Image.open(src / "images" / name).convert("RGB"), np.float64) / 255.0
         keep = np.ones(rgb.shape[:2], bool)
         if i % TEST_EVERY != 0:  # a training view
             train_idx = i - i // TEST_EVERY - 1
             # exposure times white balance, kept inside the stated gain range per channel
-            gain = np.clip(rng.uniform(*GAIN) * rng.uniform(1 - WHITE_BALANCE, 1 + WHITE_BALANCE, 3), *GAIN)
+            gain = np.clip(rng.uniform(*gain_range) * rng.uniform(1 - WHITE_BALANCE, 1 + WHITE_BALANCE, 3), *gain_range)
             gains.append(gain)
             rgb = rgb * gain
             if vignette > 0:
@@ -103,19 +112,34 @@ def spoil(src: Path, spoiled: Path, repaired: Path, seed: int, vignette: float =
                 keep, patch = occluder(rng, *rgb.shape[:2])
                 rgb = np.where(keep[..., None], rgb, patch)
                 occluded += 1
+            clipped += int((np.rint(rgb[keep] * 255.0) >= 255).sum())
+            channels += 3 * int(keep.sum())
         img = Image.fromarray(np.clip(np.rint(rgb * 255.0), 0, 255).astype(np.uint8))
         for out in (spoiled, repaired):
             img.save(out / "images" / name)
         Image.fromarray(keep.astype(np.uint8) * 255).save(repaired / "masks" / f"{Path(name).stem}.png")
     g = np.stack(gains)
-    return {"images": len(names), "train": len(gains), "occluded": occluded, "gain_min": g.min(), "gain_max": g.max()}
+    return {
+        "images": len(names),
+        "train": len(gains),
+        "occluded": occluded,
+        "gain_min": g.min(),
+        "gain_max": g.max(),
+        "clipped": clipped / max(channels, 1),
+    }
 
 
 def run_config(
-    scratch: Path, name: str, data_path: Path, appearance: str | None, steps: int, hook_options: dict | None = None
+    scratch: Path,
+    name: str,
+    data_path: Path,
+    appearance: str | None,
+    steps: int,
+    hook_options: dict | None = None,
+    model_options: dict | None = None,
 ) -> Path:
     """configs/demo.yaml's recipe on a COLMAP folder (+ AppearanceOptHook of mode ``appearance``, with
-    ``hook_options``)."""
+    ``hook_options``; ``model_options`` set model keys)."""
     cfg = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
     cfg["dataset"] = {
         "type": "ColmapDataset",
@@ -124,6 +148,7 @@ def run_config(
         "test_every": TEST_EVERY,
     }
     cfg["trainer"]["max_steps"] = steps
+    cfg["model"].update(model_options or {})
     cfg["save_ckpt_after_iter"] = steps  # the last step's checkpoint holds the transforms (gauge())
     if appearance:
         cfg["hooks"].append({"type": "AppearanceOptHook", "mode": appearance, **(hook_options or {})})
@@ -182,24 +207,29 @@ def curves(
     """The three (``--against``: four) training runs side by side, then their test PSNRs and the gauge."""
     keep = ["ResolutionScheduleHook", "AppearanceOptHook", "CheckPointHook"]  # every run saves its last step
     cases = [
-        ("clean", clean, None, REPO, None),
-        ("spoiled", spoiled, None, REPO, None),
-        ("repaired", repaired, "gain_bias", REPO, None),
+        ("clean", clean, None, REPO, None, None),
+        ("spoiled", spoiled, None, REPO, None, None),
+        ("repaired", repaired, "gain_bias", REPO, None, None),
     ]
     if args.affine:
-        cases.append(("repaired, affine", repaired, "affine", REPO, None))
+        cases.append(("repaired, affine", repaired, "affine", REPO, None, None))
     for name, options in _lr_runs("repaired, + vignetting", args.vignetting, {"vignetting": True}, "vignetting_lr"):
-        cases.append((name, repaired, "gain_bias", REPO, options))
+        cases.append((name, repaired, "gain_bias", REPO, options, None))
     grid = {"grid": list(args.grid)} if args.grid else {}
     size = f" {'x'.join(map(str, args.grid))}" if args.grid else ""
     for name, options in _lr_runs(f"repaired, bilagrid{size}", args.bilagrid, grid, "lr"):
-        cases.append((name, repaired, "bilagrid", REPO, options))
+        cases.append((name, repaired, "bilagrid", REPO, options, None))
+    if args.bound_clipped:
+        bound = {"bound_clipped": True}
+        cases.append(("spoiled, bound_clipped", spoiled, None, REPO, None, bound))
+        cases.append(("repaired, bound_clipped", repaired, "gain_bias", REPO, {"clip": False}, bound))
+        cases.append(("repaired, clip off", repaired, "gain_bias", REPO, {"clip": False}, None))
     if other is not None:
-        cases.append((f"repaired @ {other[0]}", repaired, "gain_bias", other[1], None))
+        cases.append((f"repaired @ {other[0]}", repaired, "gain_bias", other[1], None, None))
     runs = []
-    for i, (name, data, appearance, tree, options) in enumerate(cases):
+    for i, (name, data, appearance, tree, options, model_options) in enumerate(cases):
         spec = {
-            "config": str(run_config(args.out, f"run{i}", data, appearance, args.steps, options)),
+            "config": str(run_config(args.out, f"run{i}", data, appearance, args.steps, options, model_options)),
             "overrides": [],
             "backend": "native",
             "val_every": args.val_every,
@@ -210,12 +240,23 @@ def curves(
     run_curves(runs, None, None, stop_at_target=False)
     print_curve_table(runs)
     by = {r.name: r.test_psnr for r in runs}
+    half = {r.name: r.half_fitted_psnr for r in runs}
     print(f"\n{cpu_name()}, load {load_average()}")
     print(
         f"repaired - clean: {by['repaired'] - by['clean']:+.2f} dB (target >= -1.0); "
         f"repaired - spoiled: {by['repaired'] - by['spoiled']:+.2f} dB (target >= +2.0)"
     )
-    for i, (name, _, appearance, _, _) in enumerate(cases):
+    if args.bound_clipped and None not in half.values():
+        # gains far from 1 move the level the canonical colours settle at, which only the half-image fit removes
+        print(
+            "half-image: "
+            + ", ".join(
+                f"{name} - repaired {half[name] - half['repaired']:+.2f} dB"
+                for name in ("repaired, bound_clipped", "repaired, clip off", "clean")
+            )
+            + f"; spoiled, bound_clipped - spoiled {half['spoiled, bound_clipped'] - half['spoiled']:+.2f} dB"
+        )
+    for i, (name, _, appearance, _, _, _) in enumerate(cases):
         if appearance:
             print(f"{name}: {gauge(args.out / f'run_{i}')}")
 
@@ -280,6 +321,19 @@ def main(argv: list[str] | None = None) -> int:
         metavar=("BINS", "ROWS", "COLS"),
         help="--bilagrid: the grids' size (AppearanceOptHook grid; default 8 16 16)",
     )
+    p.add_argument(
+        "--gain",
+        type=float,
+        nargs=2,
+        default=GAIN,
+        metavar=("LO", "HI"),
+        help=f"range of the training photos' exposure gains (default {GAIN[0]} {GAIN[1]}); above 1 highlights clip",
+    )
+    p.add_argument(
+        "--bound-clipped",
+        action="store_true",
+        help="also run model.bound_clipped (repaired images, hook clip off; spoiled ones, no hook) and neither (clip off)",
+    )
     p.add_argument("--step-time", action="store_true", help="time masked and unmasked training steps instead")
     p.add_argument("--timed-steps", type=int, default=60, help="--step-time: timed steps per measurement")
     p.add_argument("--rounds", type=int, default=3, help="--step-time: alternating rounds")
@@ -289,10 +343,10 @@ def main(argv: list[str] | None = None) -> int:
     clean = scene_root("photo")
     args.out.mkdir(parents=True, exist_ok=True)
     spoiled, repaired = args.out / "spoiled", args.out / "repaired"
-    s = spoil(clean, spoiled, repaired, args.seed, args.vignette)
+    s = spoil(clean, spoiled, repaired, args.seed, args.vignette, tuple(args.gain))
     print(
         f"{s['images']} images, {s['train']} training views spoiled (channel gains {s['gain_min']:.2f}-"
-        f"{s['gain_max']:.2f}{f', vignetting up to {args.vignette:g}' if args.vignette else ''}), {s['occluded']} with an occluder marked in {repaired / 'masks'}; test views clean"
+        f"{s['gain_max']:.2f}{f', vignetting up to {args.vignette:g}' if args.vignette else ''}; {100 * s['clipped']:.2f}% of their kept channels clipped at 255), {s['occluded']} with an occluder marked in {repaired / 'masks'}; test views clean"
     )
     other = code_tree(args.against)
     if args.step_time:

@@ -136,6 +136,9 @@ class GaussianModel(nn.Module):
         lr: LearningRates = field(default_factory=LearningRates)
         means_lr_final_factor: float = 0.01  # means lr decays exponentially to this fraction at max_steps
         ssim_lambda: float = 0.2  # loss = (1 - l) * L1 + l * (1 - SSIM)
+        # A photo's channel at 255 (or 0) bounds the render there instead of fixing it (model/loss.py,
+        # bound_clipped): the camera clipped whatever was brighter, so the loss does not learn the clip.
+        bound_clipped: bool = False
         # Opt-in surface regulariser (docs/geometry.md): + w * mean(smallest scale) / scene extent, which pulls
         # each Gaussian flat towards a surface element (2DGS's surfels, PGSR's flattening); 0 = off.
         flatten_weight: float = 0.0
@@ -278,9 +281,11 @@ class GaussianModel(nn.Module):
             also ``flatten``, the mean smallest scale over the scene extent; with ``normal_consistency_weight``
             (once its share of the steps has passed) ``normal``, the depth-normal consistency term.
         """
-        from .loss import batch_mask, masked_l1_and_ssim
+        from .loss import batch_mask, bound_clipped, masked_l1_and_ssim
 
         rgb, gt = self._targets(render_out, batch, stored=True)
+        if self.config.bound_clipped:
+            rgb = bound_clipped(rgb, gt)
         mask = batch_mask(batch, rgb.device)  # None without training masks: the plain terms
         l1, s = masked_l1_and_ssim(rgb, gt, mask)
         lam = self.config.ssim_lambda

@@ -11,6 +11,10 @@ nor on the render under the mask, so those pixels send no gradient to the Gaussi
 (CPU, ``metrics.ssim_native.native_applies``) or the fused Triton kernels do (CUDA,
 ``kernels/ssim.py``) :func:`masked_l1_and_ssim` computes the same two terms in one pass of them
 (the mask is an input of the kernels), so masked views train as fast as unmasked ones.
+
+:func:`bound_clipped` (``model.bound_clipped``) handles the pixels a camera clipped: where a photo's
+channel is at 255 the scene was at least that bright there, so the photo bounds the render from
+below instead of fixing it (and at 0 from above).
 """
 
 from __future__ import annotations
@@ -33,6 +37,26 @@ def batch_mask(batch: Sequence[Any], device: torch.device) -> Tensor | None:
     shape = next(m for m in masks if m is not None).shape
     full = torch.ones(shape, dtype=torch.bool, device=device)
     return torch.stack([full if m is None else view.mask_on(device) for m, view in zip(masks, batch)])
+
+
+def bound_clipped(rgb: Tensor, gt: Tensor) -> Tensor:
+    """``rgb [B, H, W, C]`` clamped to [0, 1] where ``gt`` (same shape) is clipped, untouched elsewhere.
+
+    A photo's channel at 255 (uint8 ``gt``; float ``gt`` in [0, 1]: within half a level of 1) says
+    only that the light was at least white: a render brighter than that matches it, so its value is
+    clamped to 1 there, which makes its loss and its gradient zero; a render darker still gets the
+    full gradient towards 1. The same at 0 from the other side. Elsewhere the render is compared as
+    it is, brighter than 1 included (a clamp everywhere would stop a render above 1 from ever coming
+    down to a photo's 0.9). The loss then never pulls the scene towards a value the camera clipped,
+    e.g. the flat white of a highlight that one over-exposed photo shows and the others resolve.
+    """
+    if gt.dtype == torch.uint8:
+        top, bottom = gt == 255, gt == 0
+    else:
+        half_level = 0.5 / 255.0
+        top, bottom = gt >= 1.0 - half_level, gt <= half_level
+    inf = torch.full((), float("inf"), dtype=rgb.dtype, device=rgb.device)
+    return rgb.clamp(min=torch.where(bottom, 0.0, -inf), max=torch.where(top, 1.0, inf))
 
 
 def masked_l1(rgb: Tensor, gt: Tensor, mask: Tensor | None) -> Tensor:
