@@ -98,3 +98,18 @@ def test_an_over_exposed_photo_does_not_pull_the_scene_to_its_clip():
 
     assert fit(bound=True) == pytest.approx(truth, abs=0.01)
     assert fit(bound=False) < truth - 0.08  # the clip learned as the scene's colour
+
+
+def test_the_bound_applies_to_the_render_in_the_photos_colours():
+    """Under AppearanceOptHook the loss compares ``color_transform(render)``: the clip is the photo's, so
+    the bound is on the transformed render (a 1.5x exposure takes a render of 0.8 past the clip)."""
+    photo, render = photo_and_render(seed=2)
+    model = make_model(8, sh_degree=0, ssim_lambda=0.0, bound_clipped=True)
+    view = replace(make_view(photo), color_transform=lambda rgb: 1.5 * rgb)
+    rgb = render.clone().requires_grad_(True)
+    loss = model.get_loss_dict({"rgb": rgb}, [view])["loss"]
+    loss.backward()
+    assert float(loss.detach()) == pytest.approx(float(hinge_l1(1.5 * render, photo)), rel=1e-5)
+    top, r = photo == 255, render[0]
+    assert torch.all(rgb.grad[0][top & (1.5 * r > 1)] == 0) and torch.all(rgb.grad[0][top & (1.5 * r < 1)] < 0)
+    assert (top & (r < 1) & (1.5 * r > 1)).any()  # pixels the transform, not the render alone, takes past it
