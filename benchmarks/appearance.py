@@ -31,9 +31,10 @@ code tree, advancing in turn with the others.
 
 ``--gain LO HI`` widens the exposure range (issue 61's captures that clip: 0.5 1.5), and the first line
 then says what share of the training pixels' channels the spoiling clipped at 255. ``--bound-clipped``
-adds the repaired images with ``model.bound_clipped`` (the hook's ``clip`` off: the loss bounds
-the render only where the photo clipped, ``model/loss.py``), the spoiled ones with it and no hook, and
-the repaired ones with neither (the transformed render compared unclipped, clipped photos and all).
+adds the repaired images with ``model.bound_clipped`` (the hook then leaves the clip to the loss,
+which bounds the render only where the photo clipped, ``model/loss.py``), the spoiled ones with it and
+no hook, and the repaired ones with neither (the hook's ``clip`` off: the transformed render compared
+unclipped, clipped photos and all).
 
 ``--step-time`` times training steps instead (``benchmarks.training:steps``, fixed N, full size, no
 hooks): the spoiled images without masks against the same images with ``masks/`` (every training
@@ -222,7 +223,7 @@ def curves(
     if args.bound_clipped:
         bound = {"bound_clipped": True}
         cases.append(("spoiled, bound_clipped", spoiled, None, REPO, None, bound))
-        cases.append(("repaired, bound_clipped", repaired, "gain_bias", REPO, {"clip": False}, bound))
+        cases.append(("repaired, bound_clipped", repaired, "gain_bias", REPO, None, bound))
         cases.append(("repaired, clip off", repaired, "gain_bias", REPO, {"clip": False}, None))
     if other is not None:
         cases.append((f"repaired @ {other[0]}", repaired, "gain_bias", other[1], None, None))
@@ -332,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--bound-clipped",
         action="store_true",
-        help="also run model.bound_clipped (repaired images, hook clip off; spoiled ones, no hook) and neither (clip off)",
+        help="also run model.bound_clipped (repaired images; spoiled ones, no hook) and neither (the hook's clip off)",
     )
     p.add_argument("--step-time", action="store_true", help="time masked and unmasked training steps instead")
     p.add_argument("--timed-steps", type=int, default=60, help="--step-time: timed steps per measurement")

@@ -65,6 +65,8 @@ class AppearanceOptHook(Hook):
         start_step: int = 0  # steps before this one train the Gaussians alone (transforms held at identity)
         # Clip the transformed render to [0, 1] as the photo's 8-bit encoding clipped the photo: a gain
         # above 1 turns a white background into 1.0, not 1.3, so the background does not argue against it.
+        # With model.bound_clipped the model's loss does this where the photo clipped only, and the hook
+        # leaves the render unclipped (a clamp everywhere would stop a render above 1 coming back down).
         clip: bool = True
         # Hold the mean over views of every transform number at 0 after each step (the average
         # transform is the identity): the photos fix only ratios between their colours, and with
@@ -111,9 +113,12 @@ class AppearanceOptHook(Hook):
         self.base_lr = 0.0  # lr at step 0 (config lr x sqrt(batch)), set in before_run
         self._attached = False  # this step's batch carries our transforms
         self.per_view_half: dict[str, dict[str, float]] = {}
+        self._clamp = self.config.clip  # set in before_run: the model's loss may bound clipped pixels itself
 
     def before_run(self) -> None:
         trainer = self.trainer
+        model_bounds = getattr(getattr(trainer.model, "config", None), "bound_clipped", False)
+        self._clamp = self.config.clip and not model_bounds
         n_views = len(trainer.dataset.train_views)
         cfg = self.config
         self.correction = AppearanceCorrection(n_views, cfg.mode, cfg.grid, cfg.vignetting).to(trainer.device)
@@ -146,7 +151,7 @@ class AppearanceOptHook(Hook):
     def _transform(self, rgb: torch.Tensor, index: int) -> torch.Tensor:
         assert self.correction is not None
         out = self.correction.apply_one(rgb, index)
-        return out.clamp(0.0, 1.0) if self.config.clip else out
+        return out.clamp(0.0, 1.0) if self._clamp else out
 
     def after_train_iter(self, batch_idx: int, batch: list) -> None:
         if not self._attached or self.optimizer is None or self.correction is None:

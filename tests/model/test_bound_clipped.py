@@ -3,11 +3,14 @@ fixing it; everywhere else the loss is the plain one."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+from pointrix_lite.engine.hooks import AppearanceOptHook
 from pointrix_lite.model.loss import bound_clipped
 
 from .helpers import make_model, make_view
@@ -113,3 +116,35 @@ def test_the_bound_applies_to_the_render_in_the_photos_colours():
     top, r = photo == 255, render[0]
     assert torch.all(rgb.grad[0][top & (1.5 * r > 1)] == 0) and torch.all(rgb.grad[0][top & (1.5 * r < 1)] < 0)
     assert (top & (r < 1) & (1.5 * r > 1)).any()  # pixels the transform, not the render alone, takes past it
+
+
+class _Trainer:
+    """What AppearanceOptHook.before_run reads of the trainer (hooks hold a weak reference to it)."""
+
+    def __init__(self, model, views) -> None:
+        self.model, self.dataset = model, SimpleNamespace(train_views=views)
+        self.device, self.effective_batch_size, self.global_step = torch.device("cpu"), 1, 0
+
+
+@pytest.mark.parametrize("bound", [False, True])
+def test_appearance_hook_leaves_the_clip_to_a_model_that_bounds_clipped_pixels(bound):
+    """``clip: true`` clamps the transformed render everywhere; under ``model.bound_clipped`` the model's
+    loss bounds the clipped pixels itself, so the hook hands it the render unclamped: a render above 1
+    where the photo is not clipped then gets a gradient back down (under the clamp it gets none)."""
+    photo = torch.full((H, W, 3), 200, dtype=torch.uint8)  # nothing clipped
+    model = make_model(8, sh_degree=0, ssim_lambda=0.0, bound_clipped=bound)
+    views = [make_view(photo, index=i) for i in range(2)]
+    trainer = _Trainer(model, views)
+    hook = AppearanceOptHook(AppearanceOptHook.Config(clip=True))
+    hook.trainer = trainer
+    hook.before_run()
+    with torch.no_grad():
+        hook.correction.delta[1, :3] = math.log(1.5)  # view 1 is exposed 1.5x
+    batch = list(views)
+    hook.before_train_iter(0, batch)
+    rgb = torch.full((1, H, W, 3), 0.8, requires_grad=True)  # 1.2 in view 1's colours, its photo 0.78
+    model.get_loss_dict({"rgb": rgb}, [batch[1]])["loss"].backward()
+    if bound:
+        assert torch.all(rgb.grad > 0)  # pulled down towards the photo's 0.78 / 1.5
+    else:
+        assert torch.all(rgb.grad == 0)  # the clamp's dead zone
