@@ -40,7 +40,8 @@ spread) and the PSNR on the true cameras; then the mean over the scenes.
 
 LPIPS needs its AlexNet weights (fetched once where online, ``metrics.lpips``): offline its column is
 empty. ``--ceiling`` trains each scene 10x as long with twice the Gaussian budget (the densification
-schedule stretched with it), so a default run reads as a fraction of what the scene allows.
+schedule stretched with it), so a default run reads as a fraction of what the scene allows: its table
+puts beside each ceiling the PSNR of the default run kept with the same options, and the gap in dB.
 """
 
 from __future__ import annotations
@@ -348,11 +349,15 @@ COLUMNS = (
     "centre error",
     "PSNR true cameras",
 )
+# --ceiling: the default run's score beside the ceiling's (from its kept row), and how far below it falls
+CEILING_COLUMNS = ("PSNR default run", "ceiling - default dB")
 
 
 def cells(row: dict) -> dict[str, str]:
     """A row's printed cells, by column."""
     u, a, true = row["unaligned"], row["aligned"], row.get("true") or {}
+    default = row.get("default_psnr")
+    gap = None if default is None or u["psnr"] is None else u["psnr"] - default
     return {
         "scene": row["scene"],
         "registered": f"{row['registered']}/{row['photos']}" if "photos" in row else "",
@@ -368,6 +373,8 @@ def cells(row: dict) -> dict[str, str]:
         "rotation error deg": _f(row.get("rotation_deg"), ".3f"),
         "centre error": _f(row.get("centre"), ".2e"),
         "PSNR true cameras": _f(true.get("psnr"), ".2f"),
+        "PSNR default run": _f(default, ".2f"),
+        "ceiling - default dB": _f(gap, "+.2f"),
     }
 
 
@@ -382,14 +389,26 @@ def mean_row(rows: list[dict]) -> dict:
         "unaligned": {m: mean([r["unaligned"][m] for r in rows]) for m in ("psnr", "ssim", "lpips")},
         "aligned": {m: mean([r["aligned"][m] for r in rows]) for m in ("psnr", "ssim", "lpips")},
         "train_seconds": mean([r["train_seconds"] for r in rows]),
+        "default_psnr": mean([r.get("default_psnr") for r in rows]),
     }
 
 
-def markdown(rows: list[dict]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
+def with_default_scores(rows: list[dict], folders: dict[str, Path]) -> list[dict]:
+    """``rows`` of a ``--ceiling`` run, each with ``default_psnr``: the unaligned PSNR of the default run
+    kept beside it with the same options (``folders``: scene -> that run's folder; None where none is kept)."""
+    out = []
+    for row in rows:
+        kept = folders[row["scene"]] / "row.json"
+        default = json.loads(kept.read_text())["unaligned"]["psnr"] if kept.is_file() else None
+        out.append({**row, "default_psnr": default})
+    return out
+
+
+def markdown(rows: list[dict], columns: tuple[str, ...] = COLUMNS) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     for row in [*rows, mean_row(rows)] if len(rows) > 1 else rows:
         c = cells(row)
-        lines.append("| " + " | ".join(c[k] for k in COLUMNS) + " |")
+        lines.append("| " + " | ".join(c[k] for k in columns) + " |")
     return "\n".join(lines)
 
 
@@ -414,8 +433,9 @@ def results_table(ceiling: bool) -> Table:
             "capture_suite_ceiling",
             "Real-capture suite: each scene's ceiling",
             "The suite's scenes trained 10x as long with twice the Gaussian budget (`--ceiling`): what the "
-            "default run is a fraction of.",
-            ("recipe", *COLUMNS),
+            "default run is a fraction of. Beside each, the default run's PSNR on the same SfM output and its "
+            "options, and how far the ceiling lies above it.",
+            ("recipe", *COLUMNS, *CEILING_COLUMNS),
             order=36,
         )
     return Table("capture_suite", "Real-capture suite", about, ("recipe", *COLUMNS), order=35)
@@ -476,12 +496,18 @@ def main(argv: list[str] | None = None) -> int:
         ]
     )
     folders = {name: work / name / tag.replace("/", "_") for name in chosen}
+    columns = (*COLUMNS, *CEILING_COLUMNS) if args.ceiling else COLUMNS
+    default_folders = {
+        name: folder.with_name("default" + folder.name[len("ceiling") :]) for name, folder in folders.items()
+    }
     if args.rows_only:
         missing = [str(f / "row.json") for f in folders.values() if not (f / "row.json").is_file()]
         if missing:
             raise SystemExit(f"error: --rows-only: no kept row {missing[0]}; run without --rows-only first")
         rows = [json.loads((f / "row.json").read_text()) for f in folders.values()]
-        print(f"\n{label}, rows kept in {work}:\n" + markdown(rows))
+        if args.ceiling:
+            rows = with_default_scores(rows, default_folders)
+        print(f"\n{label}, rows kept in {work}:\n" + markdown(rows, columns))
         if args.record:
             record(rows, label, args, argv)
         return 0
@@ -502,7 +528,9 @@ def main(argv: list[str] | None = None) -> int:
             f" {c['registered']} registered, {c['training s']} s",
             flush=True,
         )
-    print(f"\n{label}, {cpu_name()}:\n" + markdown(rows))
+    if args.ceiling:
+        rows = with_default_scores(rows, default_folders)
+    print(f"\n{label}, {cpu_name()}:\n" + markdown(rows, columns))
     if args.record:
         record(rows, label, args, argv)
     return 0
@@ -532,7 +560,8 @@ def record(rows: list[dict], label: str, args, argv: list[str] | None) -> None:
     extra = " ".join([args.process_args, *(["shared SfM"] if args.shared_sfm else []), *args.overrides]).strip()
     for row in [*rows, mean_row(rows)] if len(rows) > 1 else rows:
         key = f"{at or 'work'} {extra} {row['scene']}".replace("  ", " ")
-        path = store(table, key, {"recipe": f"{recipe} {extra}".strip(), **cells(row)}, command, at=at)
+        kept = {k: v for k, v in cells(row).items() if k in table.columns}
+        path = store(table, key, {"recipe": f"{recipe} {extra}".strip(), **kept}, command, at=at)
     print(f"recorded in {path}; python -m benchmarks results rewrites docs/results.md")
 
 

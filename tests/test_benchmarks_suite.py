@@ -182,3 +182,25 @@ def test_shared_sfm_trains_another_tree_on_the_checkouts_process_output(tmp_path
     sfm = tmp_path / "out" / ("work" if shared else other.name) / "sceaux" / "sfm"
     assert calls == [(suite.REPO if shared else other, sfm), [f"dataset.data_path={sfm}", "seed=1"]]
     assert row["unaligned"]["psnr"] == 20.0 and row["registered"] == 1
+
+
+def test_the_ceiling_table_puts_the_default_run_beside_it(tmp_path: Path) -> None:
+    """A ceiling row gets the unaligned PSNR of the default run kept with the same options, and the gap;
+    a scene whose default run is not kept gets empty cells, and the mean then has none either."""
+    import json
+
+    def row(scene: str, psnr: float) -> dict:
+        scores = {"psnr": psnr, "ssim": 0.8, "lpips": None}
+        return {"scene": scene, "unaligned": scores, "aligned": scores, "train_seconds": 10.0}
+
+    folders = {name: tmp_path / name / "default_seed=1" for name in ("sceaux", "monstree")}
+    folders["sceaux"].mkdir(parents=True)
+    (folders["sceaux"] / "row.json").write_text(json.dumps(row("sceaux", 18.25)))
+    rows = suite.with_default_scores([row("sceaux", 19.5), row("monstree", 21.0)], folders)
+    cells = suite.cells(rows[0])
+    assert (cells["PSNR default run"], cells["ceiling - default dB"]) == ("18.25", "+1.25")
+    assert suite.cells(rows[1])["ceiling - default dB"] == ""
+    table = suite.markdown(rows, (*suite.COLUMNS, *suite.CEILING_COLUMNS)).splitlines()
+    assert table[0].endswith("| PSNR default run | ceiling - default dB |")
+    assert table[-1].startswith("| mean of 2 |") and table[-1].endswith("|  |  |")
+    assert "PSNR default run" not in suite.markdown(rows)  # the default table keeps its columns
