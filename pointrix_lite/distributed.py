@@ -301,6 +301,16 @@ def step_rng(seed: int, step: int, device: torch.device | str = "cpu") -> Iterat
             random.setstate(py_state)
 
 
+def step_generator(seed: int, step: int, stream: int) -> np.random.Generator:
+    """A numpy generator of its own for ``(seed, step)`` and ``stream`` (a number per use).
+
+    Seeded like :func:`step_rng` by the run's seed and the step alone (the same draws on every rank and in
+    a resumed run), but from a seed sequence of its own: what it draws is independent of the global
+    streams :func:`step_rng` seeds at that step (the strategy's) and of every other ``stream``'s.
+    """
+    return np.random.default_rng(np.random.SeedSequence([int(seed), int(step)], spawn_key=(int(stream),)))
+
+
 # --- failures ----------------------------------------------------------------------------------
 def is_peer_failure(exc: BaseException) -> bool:
     """True for errors raised because *another* rank died mid-collective (gloo/nccl)."""

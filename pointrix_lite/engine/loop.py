@@ -159,13 +159,16 @@ def step_background(trainer: LoopTrainer, step: int) -> tuple[float, float, floa
     ``trainer.random_background`` a colour drawn uniformly in [0, 1]^3.
 
     The draw is seeded by ``(seed, step)`` alone, so every rank and a resumed run see the same
-    colour at a step without the generator's state travelling in checkpoints.
+    colour at a step without the generator's state travelling in checkpoints; from a stream of its own
+    (``distributed.step_generator``), so the colour tells nothing of the strategy's draws at that step.
     """
     if not trainer.cfg.trainer.random_background:
         return trainer.dataset.background
-    generator = torch.Generator().manual_seed(trainer.cfg.seed * 1_000_003 + step)
-    r, g, b = torch.rand(3, generator=generator, dtype=torch.float64).tolist()
+    r, g, b = distributed.step_generator(trainer.cfg.seed, step, BACKGROUND_STREAM).random(3).tolist()
     return (r, g, b)
+
+
+BACKGROUND_STREAM = 1  # step_background's stream of distributed.step_generator
 
 
 def check_random_background(cfg: Any, dataset: Any) -> None:

@@ -119,6 +119,25 @@ def test_training_steps_draw_a_colour_each_evaluation_keeps_the_datasets(tmp_pat
     _tensors_equal(resumed.model.state_dict(), straight.model.state_dict(), "model")
 
 
+def test_the_colour_is_drawn_apart_from_the_strategys_numbers() -> None:
+    """The strategy draws from the global streams ``distributed.step_rng`` seeds with ``(seed, step)``; the
+    colour comes from a generator of its own, so it is not those streams' first numbers."""
+    from types import SimpleNamespace
+
+    from pointrix_lite import distributed
+
+    trainer = SimpleNamespace(cfg=SimpleNamespace(seed=3, trainer=SimpleNamespace(random_background=True)))
+    for step in range(4):
+        with distributed.step_rng(3, step):
+            first = [torch.rand(3, dtype=torch.float64).tolist(), np.random.random(3).tolist()]
+        colour = loop.step_background(trainer, step)
+        assert all(np.abs(np.subtract(colour, numbers)).max() > 1e-3 for numbers in first)
+        assert colour == loop.step_background(trainer, step)  # and still a function of (seed, step)
+    assert loop.step_background(trainer, 0) != loop.step_background(
+        SimpleNamespace(cfg=SimpleNamespace(seed=4, trainer=trainer.cfg.trainer)), 0
+    )
+
+
 def test_off_every_step_renders_on_the_datasets_background(tmp_path, opaque_scene, backend) -> None:
     trainer = _trainer(tmp_path, "fixed", opaque_scene, backend, random=False)
     trainer.cfg.trainer.max_steps = 4
