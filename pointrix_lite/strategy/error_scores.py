@@ -36,6 +36,7 @@ from torch import Tensor
 
 from .. import distributed
 from ..config import OptionError
+from ..model.loss import bound_clipped
 
 ERROR_KEYS = ("err_hits", "err_mass", "err_loss")
 
@@ -60,13 +61,16 @@ class ErrorScoreOptions:
 
 
 @torch.no_grad()  # a view's color_transform may hold trainable parameters: no graph for a statistic
-def pixel_errors(rgb: Tensor, views: Sequence[Any], high_error: float) -> tuple[Tensor, Tensor]:
+def pixel_errors(rgb: Tensor, views: Sequence[Any], high_error: float, bound: bool = False) -> tuple[Tensor, Tensor]:
     """Per-pixel error maps of rendered views against their images.
 
     Args:
         rgb: ``[C, H, W, 3]`` renders (canonical colours; a view's ``color_transform`` is applied).
         views: The C views (``image``, optional ``mask`` and ``color_transform``).
         high_error: Threshold on the min-max normalised error.
+        bound: The model's ``bound_clipped``: the error is the loss's, so a render beyond a photo's
+            clipped channel is no error there (else densification would grow Gaussians in highlights
+            the loss is content with).
 
     Returns:
         ``maps [C, H, W, 2]`` (channel 0: 1.0 at high-error pixels, channel 1: the L1 error) and
@@ -77,7 +81,10 @@ def pixel_errors(rgb: Tensor, views: Sequence[Any], high_error: float) -> tuple[
     for view, render in zip(views, rgb):
         if view.color_transform is not None:
             render = view.color_transform(render)
-        err = (render - view.float_image(render.device)).abs().mean(dim=-1)  # [H, W]
+        photo = view.float_image(render.device)
+        if bound:
+            render = bound_clipped(render, photo)
+        err = (render - photo).abs().mean(dim=-1)  # [H, W]
         keep = None if view.mask is None else view.mask.to(err.device)
         if keep is not None:
             err = err * keep
@@ -108,7 +115,8 @@ def accumulate_error_scores(
     views = render_out.get("views")
     if views is None:
         raise RuntimeError("error scores need render_out['views'] (set by DefaultTrainer.train_step)")
-    maps, view_l1 = pixel_errors(render_out["rgb"], views, high_error)
+    bound = getattr(getattr(model, "config", None), "bound_clipped", False)
+    maps, view_l1 = pixel_errors(render_out["rgb"], views, high_error, bound)
     # One probe render per view: blend weights are per camera, and the loss weight differs per view.
     weights = torch.stack([renderer.blend_weights(model, [v.camera], m[None]) for v, m in zip(views, maps)])  # [C,N,2]
     n = weights.shape[1]

@@ -103,6 +103,23 @@ def test_pixel_errors_threshold_the_view_normalised_l1() -> None:
     assert maps.sum() == 0
 
 
+def test_pixel_errors_measure_the_bounded_error_of_a_model_that_bounds_clipped_pixels() -> None:
+    """Under ``model.bound_clipped`` the loss is content with a render beyond a photo's clipped channel;
+    the error maps densification reads say the same, and stay the plain error everywhere else."""
+    gt = torch.full((2, 3, 3), 128, dtype=torch.uint8)
+    gt[0, :2] = 255  # two pixels clipped
+    render = torch.full((1, 2, 3, 3), 128 / 255)
+    render[0, 0, :2] = 1.3  # beyond the clip: no error once bounded
+    render[0, 1, 0] = 0.9  # an unclipped pixel wrong by 0.9 - 128/255
+    plain, _ = pixel_errors(render, [view(gt)], high_error=0.1)
+    bounded, l1 = pixel_errors(render, [view(gt)], high_error=0.1, bound=True)
+    torch.testing.assert_close(plain[0, 0, :2, 1], torch.full((2,), 0.3))
+    assert bounded[0, 0, :2].sum() == 0
+    torch.testing.assert_close(bounded[0, 1, 0, 1], torch.tensor(0.9 - 128 / 255))
+    assert bounded[0, ..., 0].sum() == 1  # the one wrong pixel is the high-error one
+    torch.testing.assert_close(l1, torch.tensor([(0.9 - 128 / 255) / 6]))
+
+
 class ProbeRenderer:
     """Stands in for GaussianRenderer.blend_weights: Gaussian i covers pixel row i % H with weight 1."""
 
