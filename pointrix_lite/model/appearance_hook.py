@@ -5,7 +5,8 @@ Every training view gets a learnable colour transform
 affine map, or a bilateral grid of them) with its own Adam, learning rate and a weight decay towards
 the identity. The loss compares ``transform(render)`` with the photo, so exposure and white-balance
 differences between photos go into the transforms instead of into the Gaussians' colours (or into
-floaters that explain one photo's tint). The transformed render is clipped to [0, 1] as the photo was, and the
+floaters that explain one photo's tint). The transformed render is clipped to [0, 1] as the photo
+was (under the model's ``bound_clipped`` its loss bounds it where the photo clipped instead), and the
 transforms are centred after each step (their average is the identity), which fixes the one thing
 the photos cannot: the common level. The model itself keeps the canonical colours: validation and
 test views, ``scripts/render.py``, the viewer and every export render it untransformed.

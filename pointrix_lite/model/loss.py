@@ -40,15 +40,17 @@ def batch_mask(batch: Sequence[Any], device: torch.device) -> Tensor | None:
 
 
 def bound_clipped(rgb: Tensor, gt: Tensor) -> Tensor:
-    """``rgb [B, H, W, C]`` clamped to [0, 1] where ``gt`` (same shape) is clipped, untouched elsewhere.
+    """``rgb [B, H, W, C]`` clamped to at most 1 where ``gt`` (same shape) is 255, to at least 0 where it
+    is 0, untouched elsewhere.
 
-    A photo's channel at 255 (uint8 ``gt``; float ``gt`` in [0, 1]: within half a level of 1) says
+    A photo's channel at 255 (uint8 ``gt``; float ``gt`` in [0, 1]: within half a level of 1, so a
+    downscaled view's block mean counts when all or nearly all of the pixels under it were 255) says
     only that the light was at least white: a render brighter than that matches it, so its value is
-    clamped to 1 there, which makes its loss and its gradient zero; a render darker still gets the
-    full gradient towards 1. The same at 0 from the other side. Elsewhere the render is compared as
-    it is, brighter than 1 included (a clamp everywhere would stop a render above 1 from ever coming
-    down to a photo's 0.9). The loss then never pulls the scene towards a value the camera clipped,
-    e.g. the flat white of a highlight that one over-exposed photo shows and the others resolve.
+    clamped to 1 there, which makes its loss and its gradient zero; a render darker still gets the full
+    gradient towards 1. The same at 0 from the other side. Elsewhere the render is compared as it is,
+    brighter than 1 included (a clamp everywhere would stop a render above 1 from ever coming down to a
+    photo's 0.9). The loss then never pulls the scene towards a value the camera clipped, e.g. the flat
+    white of a highlight that one over-exposed photo shows and the others resolve.
     """
     if gt.dtype == torch.uint8:
         top, bottom = gt == 255, gt == 0

@@ -148,3 +148,17 @@ def test_appearance_hook_leaves_the_clip_to_a_model_that_bounds_clipped_pixels(b
         assert torch.all(rgb.grad > 0)  # pulled down towards the photo's 0.78 / 1.5
     else:
         assert torch.all(rgb.grad == 0)  # the clamp's dead zone
+
+
+def test_the_bound_holds_on_the_masked_path():
+    """A view with a mask takes the masked loss (one pass of the native kernel with the mask as an input):
+    the bounded L1 is the hinge over the kept pixels alone."""
+    photo, render = photo_and_render(seed=4)
+    mask = torch.ones(H, W, dtype=torch.bool)
+    mask[:, : W // 3] = False  # drops part of the clipped patch too
+    model = make_model(8, sh_degree=0, ssim_lambda=0.0, bound_clipped=True)
+    view = replace(make_view(photo), mask=mask)
+    loss = model.get_loss_dict({"rgb": render}, [view])["loss"]
+    gt, r = photo.double() / 255.0, render[0].double()
+    err = torch.where(photo == 255, torch.relu(1.0 - r), torch.where(photo == 0, torch.relu(r), (r - gt).abs()))
+    assert float(loss) == pytest.approx(float(err[mask].mean()), rel=1e-5)
