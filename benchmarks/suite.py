@@ -311,6 +311,18 @@ def run_scene(scene: Scene, tree: Path, work: Path, args, overrides: list[str]) 
     return row
 
 
+def run_tag(args, ceiling: bool) -> str:
+    """The folder name a scene's run with ``args``' options is kept under: ``ceiling`` or ``default``, then
+    the process.py arguments, ``shared-sfm`` and the overrides (a ceiling's default run differs in the first)."""
+    parts = [
+        "ceiling" if ceiling else "default",
+        *shlex.split(args.process_args),
+        *(["shared-sfm"] if args.shared_sfm else []),
+        *args.overrides,
+    ]
+    return "_".join(parts).replace("/", "_")
+
+
 def ceiling_overrides(config: Path) -> list[str]:
     """10x the steps and 2x the Gaussian budget of ``config``, the densification schedule stretched alike."""
     import yaml
@@ -394,8 +406,9 @@ def mean_row(rows: list[dict]) -> dict:
 
 
 def with_default_scores(rows: list[dict], folders: dict[str, Path]) -> list[dict]:
-    """``rows`` of a ``--ceiling`` run, each with ``default_psnr``: the unaligned PSNR of the default run
-    kept beside it with the same options (``folders``: scene -> that run's folder; None where none is kept)."""
+    """``rows`` of a ``--ceiling`` run, each with ``default_psnr``: the unaligned PSNR of the last default run
+    kept with the same options (``folders``: scene -> its folder, ``run_tag(args, ceiling=False)``; None where
+    none is kept). Rerun the default where the code or the SfM output changed since."""
     out = []
     for row in rows:
         kept = folders[row["scene"]] / "row.json"
@@ -487,19 +500,9 @@ def main(argv: list[str] | None = None) -> int:
     overrides = [*QUIET, *(ceiling_overrides(tree / CONFIG) if args.ceiling else []), *args.overrides]
     work = args.out / (tree.name if args.against else "work")
     print(f"CPU: {cpu_name()}; code: {label}; load {load_average()}; overrides: {' '.join(overrides)}", flush=True)
-    tag = "_".join(
-        [
-            "ceiling" if args.ceiling else "default",
-            *shlex.split(args.process_args),
-            *(["shared-sfm"] if args.shared_sfm else []),
-            *args.overrides,
-        ]
-    )
-    folders = {name: work / name / tag.replace("/", "_") for name in chosen}
+    folders = {name: work / name / run_tag(args, args.ceiling) for name in chosen}
     columns = (*COLUMNS, *CEILING_COLUMNS) if args.ceiling else COLUMNS
-    default_folders = {
-        name: folder.with_name("default" + folder.name[len("ceiling") :]) for name, folder in folders.items()
-    }
+    default_folders = {name: work / name / run_tag(args, ceiling=False) for name in chosen}
     if args.rows_only:
         missing = [str(f / "row.json") for f in folders.values() if not (f / "row.json").is_file()]
         if missing:

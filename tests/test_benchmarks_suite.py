@@ -193,7 +193,13 @@ def test_the_ceiling_table_puts_the_default_run_beside_it(tmp_path: Path) -> Non
         scores = {"psnr": psnr, "ssim": 0.8, "lpips": None}
         return {"scene": scene, "unaligned": scores, "aligned": scores, "train_seconds": 10.0}
 
-    folders = {name: tmp_path / name / "default_seed=1" for name in ("sceaux", "monstree")}
+    import argparse
+
+    args = argparse.Namespace(process_args="--principal-point refine", shared_sfm=True, overrides=["seed=1"])
+    assert suite.run_tag(args, ceiling=True) == "ceiling_--principal-point_refine_shared-sfm_seed=1"
+    tag = suite.run_tag(args, ceiling=False)
+    assert tag == "default_--principal-point_refine_shared-sfm_seed=1"
+    folders = {name: tmp_path / name / tag for name in ("sceaux", "monstree")}
     folders["sceaux"].mkdir(parents=True)
     (folders["sceaux"] / "row.json").write_text(json.dumps(row("sceaux", 18.25)))
     rows = suite.with_default_scores([row("sceaux", 19.5), row("monstree", 21.0)], folders)
