@@ -29,8 +29,8 @@ repaired run's transforms (the gauge ``AppearanceOptHook`` holds at 0). Issue 26
 within 1 dB of clean and at least 2 dB above spoiled. ``--against`` adds the repaired run on another
 code tree, advancing in turn with the others.
 
-``--gain LO HI`` widens the exposure range (issue 61's captures that clip: 0.5 1.5), and the first line
-then says what share of the training pixels' channels the spoiling clipped at 255. ``--bound-clipped``
+``--gain LO HI`` widens the exposure range until highlights clip (this scene is dark: 0.8 2.5), and the first line
+then says what share of the training pixels' channels are at 255 once spoiled. ``--bound-clipped``
 adds the repaired images with ``model.bound_clipped`` (the hook then leaves the clip to the loss,
 which bounds the render only where the photo clipped, ``model/loss.py``), the spoiled ones with it and
 no hook, and the repaired ones with neither (the hook's ``clip`` off: the transformed render compared
@@ -247,7 +247,9 @@ def curves(
         f"repaired - clean: {by['repaired'] - by['clean']:+.2f} dB (target >= -1.0); "
         f"repaired - spoiled: {by['repaired'] - by['spoiled']:+.2f} dB (target >= +2.0)"
     )
-    if args.bound_clipped and None not in half.values():
+    if args.bound_clipped and None in half.values():
+        print("half-image: some run has no half-image score (an --against tree without it); no differences")
+    elif args.bound_clipped:
         # gains far from 1 move the level the canonical colours settle at, which only the half-image fit removes
         print(
             "half-image: "
@@ -341,13 +343,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "pointrix_bench_appearance")
     args = p.parse_args(argv)
 
+    lo, hi = args.gain
+    if not 0.0 < lo <= hi:
+        raise SystemExit(f"error: --gain: needs 0 < LO <= HI, got {lo:g} {hi:g}")
     clean = scene_root("photo")
     args.out.mkdir(parents=True, exist_ok=True)
     spoiled, repaired = args.out / "spoiled", args.out / "repaired"
     s = spoil(clean, spoiled, repaired, args.seed, args.vignette, tuple(args.gain))
     print(
         f"{s['images']} images, {s['train']} training views spoiled (channel gains {s['gain_min']:.2f}-"
-        f"{s['gain_max']:.2f}{f', vignetting up to {args.vignette:g}' if args.vignette else ''}; {100 * s['clipped']:.2f}% of their kept channels clipped at 255), {s['occluded']} with an occluder marked in {repaired / 'masks'}; test views clean"
+        f"{s['gain_max']:.2f}{f', vignetting up to {args.vignette:g}' if args.vignette else ''}; {100 * s['clipped']:.2f}% of their kept channels at 255), {s['occluded']} with an occluder marked in {repaired / 'masks'}; test views clean"
     )
     other = code_tree(args.against)
     if args.step_time:
