@@ -22,6 +22,8 @@ from ..config import OptionError
 from ..errors import DataError
 from .state import LoopTrainer
 
+BACKGROUND_STREAM = 1  # step_background's stream of distributed.step_generator
+
 
 def step_render_kw(model: Any, renderer: Any) -> dict[str, Any]:
     """Keyword arguments for the training steps' renderer call: ``depth=False`` when the model's
@@ -166,9 +168,6 @@ def step_background(trainer: LoopTrainer, step: int) -> tuple[float, float, floa
         return trainer.dataset.background
     r, g, b = distributed.step_generator(trainer.cfg.seed, step, BACKGROUND_STREAM).random(3).tolist()
     return (r, g, b)
-
-
-BACKGROUND_STREAM = 1  # step_background's stream of distributed.step_generator
 
 
 def check_random_background(cfg: Any, dataset: Any) -> None:
