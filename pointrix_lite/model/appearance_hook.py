@@ -35,6 +35,7 @@ from ..metrics.aggregate import mean_metrics
 from ..metrics.psnr import psnr
 from ..registry import HOOKS
 from .appearance import BILAGRID, MODES, AppearanceCorrection, fit_transform
+from .loss import bounds_clipped
 from .per_view import check_view_rows, load_per_view_state, per_view_state
 
 HOME = "hooks.AppearanceOptHook"  # where a config built in Python says its errors are
@@ -118,8 +119,7 @@ class AppearanceOptHook(Hook):
 
     def before_run(self) -> None:
         trainer = self.trainer
-        model_bounds = getattr(getattr(trainer.model, "config", None), "bound_clipped", False)
-        self._clamp = self.config.clip and not model_bounds
+        self._clamp = self.config.clip and not bounds_clipped(trainer.model)
         n_views = len(trainer.dataset.train_views)
         cfg = self.config
         self.correction = AppearanceCorrection(n_views, cfg.mode, cfg.grid, cfg.vignetting).to(trainer.device)

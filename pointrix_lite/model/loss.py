@@ -61,6 +61,12 @@ def bound_clipped(rgb: Tensor, gt: Tensor) -> Tensor:
     return rgb.clamp(min=torch.where(bottom, 0.0, -inf), max=torch.where(top, 1.0, inf))
 
 
+def bounds_clipped(model: Any) -> bool:
+    """Whether ``model``'s loss bounds clipped pixels (its config's ``bound_clipped``; False for a model
+    without one): what the appearance hook and the densification's error scores follow."""
+    return bool(getattr(getattr(model, "config", None), "bound_clipped", False))
+
+
 def masked_l1(rgb: Tensor, gt: Tensor, mask: Tensor | None) -> Tensor:
     """Mean absolute error of ``[B, H, W, C]`` images over the pixels ``mask [B, H, W]`` keeps (all if None)."""
     if mask is None:

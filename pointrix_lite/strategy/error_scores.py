@@ -36,7 +36,7 @@ from torch import Tensor
 
 from .. import distributed
 from ..config import OptionError
-from ..model.loss import bound_clipped
+from ..model.loss import bound_clipped, bounds_clipped
 
 ERROR_KEYS = ("err_hits", "err_mass", "err_loss")
 
@@ -115,8 +115,7 @@ def accumulate_error_scores(
     views = render_out.get("views")
     if views is None:
         raise RuntimeError("error scores need render_out['views'] (set by DefaultTrainer.train_step)")
-    bound = getattr(getattr(model, "config", None), "bound_clipped", False)
-    maps, view_l1 = pixel_errors(render_out["rgb"], views, high_error, bound)
+    maps, view_l1 = pixel_errors(render_out["rgb"], views, high_error, bounds_clipped(model))
     # One probe render per view: blend weights are per camera, and the loss weight differs per view.
     weights = torch.stack([renderer.blend_weights(model, [v.camera], m[None]) for v, m in zip(views, maps)])  # [C,N,2]
     n = weights.shape[1]
