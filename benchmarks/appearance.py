@@ -50,6 +50,7 @@ import shutil
 import statistics
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import yaml
@@ -202,42 +203,50 @@ def _lr_runs(name: str, lrs: list[float] | None, options: dict, lr_key: str) -> 
     return [(f"{name} lr {lr:g}", {**options, lr_key: lr}) for lr in lrs]
 
 
+class Case(NamedTuple):
+    """One run of :func:`curves`: its images, AppearanceOptHook mode (None: no hook), code tree, and the
+    hook's and the model's options."""
+
+    name: str
+    data: Path
+    appearance: str | None = None
+    tree: Path = REPO
+    hook: dict | None = None
+    model: dict | None = None
+
+
 def curves(
     args: argparse.Namespace, clean: Path, spoiled: Path, repaired: Path, other: tuple[str, Path] | None
 ) -> None:
     """The three (``--against``: four) training runs side by side, then their test PSNRs and the gauge."""
     keep = ["ResolutionScheduleHook", "AppearanceOptHook", "CheckPointHook"]  # every run saves its last step
-    cases = [
-        ("clean", clean, None, REPO, None, None),
-        ("spoiled", spoiled, None, REPO, None, None),
-        ("repaired", repaired, "gain_bias", REPO, None, None),
-    ]
+    cases = [Case("clean", clean), Case("spoiled", spoiled), Case("repaired", repaired, "gain_bias")]
     if args.affine:
-        cases.append(("repaired, affine", repaired, "affine", REPO, None, None))
+        cases.append(Case("repaired, affine", repaired, "affine"))
     for name, options in _lr_runs("repaired, + vignetting", args.vignetting, {"vignetting": True}, "vignetting_lr"):
-        cases.append((name, repaired, "gain_bias", REPO, options, None))
+        cases.append(Case(name, repaired, "gain_bias", hook=options))
     grid = {"grid": list(args.grid)} if args.grid else {}
     size = f" {'x'.join(map(str, args.grid))}" if args.grid else ""
     for name, options in _lr_runs(f"repaired, bilagrid{size}", args.bilagrid, grid, "lr"):
-        cases.append((name, repaired, "bilagrid", REPO, options, None))
+        cases.append(Case(name, repaired, "bilagrid", hook=options))
     if args.bound_clipped:
         bound = {"bound_clipped": True}
-        cases.append(("spoiled, bound_clipped", spoiled, None, REPO, None, bound))
-        cases.append(("repaired, bound_clipped", repaired, "gain_bias", REPO, None, bound))
-        cases.append(("repaired, clip off", repaired, "gain_bias", REPO, {"clip": False}, None))
+        cases.append(Case("spoiled, bound_clipped", spoiled, model=bound))
+        cases.append(Case("repaired, bound_clipped", repaired, "gain_bias", model=bound))
+        cases.append(Case("repaired, clip off", repaired, "gain_bias", hook={"clip": False}))
     if other is not None:
-        cases.append((f"repaired @ {other[0]}", repaired, "gain_bias", other[1], None, None))
+        cases.append(Case(f"repaired @ {other[0]}", repaired, "gain_bias", tree=other[1]))
     runs = []
-    for i, (name, data, appearance, tree, options, model_options) in enumerate(cases):
+    for i, c in enumerate(cases):
         spec = {
-            "config": str(run_config(args.out, f"run{i}", data, appearance, args.steps, options, model_options)),
+            "config": str(run_config(args.out, f"run{i}", c.data, c.appearance, args.steps, c.hook, c.model)),
             "overrides": [],
             "backend": "native",
             "val_every": args.val_every,
             "out": str(args.out / f"run_{i}"),
             "keep_hooks": keep,
         }
-        runs.append(CurveRun(name, tree, spec))
+        runs.append(CurveRun(c.name, c.tree, spec))
     run_curves(runs, None, None, stop_at_target=False)
     print_curve_table(runs)
     by = {r.name: r.test_psnr for r in runs}
@@ -259,9 +268,9 @@ def curves(
             )
             + f"; spoiled, bound_clipped - spoiled {half['spoiled, bound_clipped'] - half['spoiled']:+.2f} dB"
         )
-    for i, (name, _, appearance, _, _, _) in enumerate(cases):
-        if appearance:
-            print(f"{name}: {gauge(args.out / f'run_{i}')}")
+    for i, c in enumerate(cases):
+        if c.appearance:
+            print(f"{c.name}: {gauge(args.out / f'run_{i}')}")
 
 
 def gauge(exp_dir: Path) -> str:
