@@ -41,7 +41,9 @@ spread) and the PSNR on the true cameras; then the mean over the scenes.
 LPIPS needs its AlexNet weights (fetched once where online, ``metrics.lpips``): offline its column is
 empty. ``--ceiling`` trains each scene 10x as long with twice the Gaussian budget (the densification
 schedule stretched with it), so a default run reads as a fraction of what the scene allows: its table
-puts beside each ceiling the PSNR of the default run kept with the same options, and the gap in dB.
+puts beside each ceiling the PSNR of the default run kept with the same options, the gap in dB and the
+code that trained that run. A row names the code and machine that trained it (kept in its ``row.json``), so
+rows recorded later with ``--rows-only`` still say what measured them.
 """
 
 from __future__ import annotations
@@ -311,6 +313,21 @@ def run_scene(scene: Scene, tree: Path, work: Path, args, overrides: list[str]) 
     return row
 
 
+def measured_by(args) -> dict[str, str]:
+    """The code and machine a row is trained with, kept in its row.json: a row recorded later
+    (``--rows-only``, after more commits or on another machine) names what measured it, not what records it."""
+    from benchmarks import revision
+    from benchmarks.results import machine, version
+
+    if args.against is None:
+        code = version()
+    elif (Path(args.against) / "pointrix_lite").is_dir():
+        code = str(Path(args.against).resolve())
+    else:
+        code = revision.resolve(args.against)[:7]
+    return {"version": code, "machine": machine()}
+
+
 def run_tag(args, ceiling: bool) -> str:
     """The folder name a scene's run with ``args``' options is kept under: ``ceiling`` or ``default``, then
     the process.py arguments, ``shared-sfm`` and the overrides (a ceiling's default run differs in the first)."""
@@ -362,7 +379,7 @@ COLUMNS = (
     "PSNR true cameras",
 )
 # --ceiling: the default run's score beside the ceiling's (from its kept row), and how far below it falls
-CEILING_COLUMNS = ("PSNR default run", "ceiling - default dB")
+CEILING_COLUMNS = ("PSNR default run", "ceiling - default dB", "default run version")
 
 
 def cells(row: dict) -> dict[str, str]:
@@ -387,6 +404,7 @@ def cells(row: dict) -> dict[str, str]:
         "PSNR true cameras": _f(true.get("psnr"), ".2f"),
         "PSNR default run": _f(default, ".2f"),
         "ceiling - default dB": _f(gap, "+.2f"),
+        "default run version": row.get("default_version") or "",
     }
 
 
@@ -402,18 +420,26 @@ def mean_row(rows: list[dict]) -> dict:
         "aligned": {m: mean([r["aligned"][m] for r in rows]) for m in ("psnr", "ssim", "lpips")},
         "train_seconds": mean([r["train_seconds"] for r in rows]),
         "default_psnr": mean([r.get("default_psnr") for r in rows]),
+        "version": shared([r.get("version") for r in rows]),
+        "machine": shared([r.get("machine") for r in rows]),
     }
 
 
+def shared(values: list[str | None]) -> str | None:
+    """The one value ``values`` hold (each, in order, where they differ); None where one is unknown."""
+    return None if not values or None in values else ", ".join(dict.fromkeys(values))
+
+
 def with_default_scores(rows: list[dict], folders: dict[str, Path]) -> list[dict]:
-    """``rows`` of a ``--ceiling`` run, each with ``default_psnr``: the unaligned PSNR of the last default run
-    kept with the same options (``folders``: scene -> its folder, ``run_tag(args, ceiling=False)``; None where
-    none is kept). Rerun the default where the code or the SfM output changed since."""
+    """``rows`` of a ``--ceiling`` run, each with ``default_psnr`` and ``default_version``: the unaligned PSNR
+    of the last default run kept with the same options (``folders``: scene -> its folder, ``run_tag(args,
+    ceiling=False)``) and the code that trained it (None where none is kept, or for a row kept before rows
+    named their code). Rerun the default where the code or the SfM output changed since."""
     out = []
     for row in rows:
         kept = folders[row["scene"]] / "row.json"
-        default = json.loads(kept.read_text())["unaligned"]["psnr"] if kept.is_file() else None
-        out.append({**row, "default_psnr": default})
+        default = json.loads(kept.read_text()) if kept.is_file() else {"unaligned": {"psnr": None}}
+        out.append({**row, "default_psnr": default["unaligned"]["psnr"], "default_version": default.get("version")})
     return out
 
 
@@ -447,7 +473,8 @@ def results_table(ceiling: bool) -> Table:
             "Real-capture suite: each scene's ceiling",
             "The suite's scenes trained 10x as long with twice the Gaussian budget (`--ceiling`): what the "
             "default run is a fraction of. Beside each, the default run's PSNR on the same SfM output and its "
-            "options, and how far the ceiling lies above it.",
+            "options, how far the ceiling lies above it, and the code that trained that default run (empty for a "
+            "run kept before rows named it).",
             ("recipe", *COLUMNS, *CEILING_COLUMNS),
             order=36,
         )
@@ -521,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
         name = scene.name
         print(f"{name}: {scene.photos} (reduced {scene.factor}x), true cameras: {scene.truth is not None}", flush=True)
         folder = folders[name]
-        row = run_scene(scene, tree, folder, args, overrides)
+        row = run_scene(scene, tree, folder, args, overrides) | measured_by(args)
         rows.append(row)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "row.json").write_text(json.dumps(row, indent=1) + "\n")
@@ -559,12 +586,14 @@ def record(rows: list[dict], label: str, args, argv: list[str] | None) -> None:
         "suite",
         *(a for a in (argv or sys.argv[2:]) if a not in dropped),
     ]
-    recipe = label if args.against else f"shipped ({version()})"
     extra = " ".join([args.process_args, *(["shared SfM"] if args.shared_sfm else []), *args.overrides]).strip()
     for row in [*rows, mean_row(rows)] if len(rows) > 1 else rows:
         key = f"{at or 'work'} {extra} {row['scene']}".replace("  ", " ")
-        kept = {k: v for k, v in cells(row).items() if k in table.columns}
-        path = store(table, key, {"recipe": f"{recipe} {extra}".strip(), **kept}, command, at=at)
+        # a row kept before rows named their code and machine: this checkout's and this machine's, as before
+        code = row.get("version") or at
+        recipe = label if args.against else f"shipped ({code or version()})"
+        shown = {"recipe": f"{recipe} {extra}".strip()} | {k: v for k, v in cells(row).items() if k in table.columns}
+        path = store(table, key, shown, command, at=code, on=row.get("machine"))
     print(f"recorded in {path}; python -m benchmarks results rewrites docs/results.md")
 
 

@@ -147,7 +147,7 @@ def test_a_recorded_row_names_the_thread_count(monkeypatch) -> None:
     from benchmarks import results, suite
 
     stored: list = []
-    monkeypatch.setattr(results, "record", lambda table, key, cells, command, at=None: stored.append(command) or key)
+    monkeypatch.setattr(results, "record", lambda table, key, cells, command, **_: stored.append(command) or key)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
     scores = {"psnr": 20.0, "ssim": 0.8, "lpips": None}
@@ -201,12 +201,44 @@ def test_the_ceiling_table_puts_the_default_run_beside_it(tmp_path: Path) -> Non
     assert tag == "default_--principal-point_refine_shared-sfm_seed=1"
     folders = {name: tmp_path / name / tag for name in ("sceaux", "monstree")}
     folders["sceaux"].mkdir(parents=True)
-    (folders["sceaux"] / "row.json").write_text(json.dumps(row("sceaux", 18.25)))
+    (folders["sceaux"] / "row.json").write_text(json.dumps(row("sceaux", 18.25) | {"version": "0.1.0 (abc1234)"}))
     rows = suite.with_default_scores([row("sceaux", 19.5), row("monstree", 21.0)], folders)
     cells = suite.cells(rows[0])
     assert (cells["PSNR default run"], cells["ceiling - default dB"]) == ("18.25", "+1.25")
-    assert suite.cells(rows[1])["ceiling - default dB"] == ""
+    assert cells["default run version"] == "0.1.0 (abc1234)"
+    assert suite.cells(rows[1])["ceiling - default dB"] == suite.cells(rows[1])["default run version"] == ""
     table = suite.markdown(rows, (*suite.COLUMNS, *suite.CEILING_COLUMNS)).splitlines()
-    assert table[0].endswith("| PSNR default run | ceiling - default dB |")
-    assert table[-1].startswith("| mean of 2 |") and table[-1].endswith("|  |  |")
+    assert table[0].endswith("| PSNR default run | ceiling - default dB | default run version |")
+    assert table[-1].startswith("| mean of 2 |") and table[-1].endswith("|  |  |  |")
     assert "PSNR default run" not in suite.markdown(rows)  # the default table keeps its columns
+
+
+def test_a_row_recorded_later_names_the_code_and_machine_that_trained_it(tmp_path: Path, monkeypatch) -> None:
+    """A row is trained at one commit on one machine and may be recorded (--rows-only) after more commits or
+    on another machine: the stored version and machine are the row's own; a row kept before rows named them
+    falls back to this checkout's and this machine's; the mean names each version its rows came from."""
+    import argparse
+
+    from benchmarks import results
+
+    stored: list = []
+    monkeypatch.setattr(results, "record", lambda *a, **kw: stored.append((a[2], kw)) or a[1])
+    monkeypatch.setattr(results, "version", lambda: "0.1.0 (head000)")
+    scores = {"psnr": 20.0, "ssim": 0.8, "lpips": None}
+    row = {"scene": "sceaux", "photos": 11, "registered": 9, "test_views": 2, "unaligned": scores, "aligned": scores}
+    row |= {"train_seconds": 300.0, "seeding_seconds": 4.0}
+    args = argparse.Namespace(ceiling=False, against=None, process_args="", shared_sfm=False, overrides=[])
+    old = row | {"scene": "monstree", "version": "0.1.0 (old0000)", "machine": "Some CPU (AVX2, 2 cores)"}
+    suite.record([row, old], "shipped", args, ["--data", "D"])
+    (cells0, kw0), (cells1, kw1), (mean, kw_mean) = stored
+    assert kw0 == {"at": None, "on": None} and cells0["recipe"] == "shipped (0.1.0 (head000))"
+    assert kw1 == {"at": "0.1.0 (old0000)", "on": "Some CPU (AVX2, 2 cores)"}
+    assert cells1["recipe"] == "shipped (0.1.0 (old0000))"
+    assert kw_mean == {"at": None, "on": None}  # one row without a version: the mean's is not known either
+    stored.clear()
+    suite.record([old, old | {"version": "0.1.0 (new1111)"}], "shipped", args, ["--data", "D"])
+    assert stored[-1][1] == {"at": "0.1.0 (old0000), 0.1.0 (new1111)", "on": "Some CPU (AVX2, 2 cores)"}
+    monkeypatch.setattr(results, "machine", lambda: "This CPU (AVX-512, 2 cores)")
+    assert suite.measured_by(args) == {"version": "0.1.0 (head000)", "machine": "This CPU (AVX-512, 2 cores)"}
+    (tmp_path / "pointrix_lite").mkdir()
+    assert suite.measured_by(argparse.Namespace(against=str(tmp_path)))["version"] == str(tmp_path.resolve())
