@@ -544,12 +544,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     scenes = [prepare(name, args) for name in chosen]  # every capture found before the first run starts
     workers.prebuild(tree)
+    made_by = measured_by(args)  # before training: commits made while it runs are not its code
     rows = []
     for scene in scenes:
         name = scene.name
         print(f"{name}: {scene.photos} (reduced {scene.factor}x), true cameras: {scene.truth is not None}", flush=True)
         folder = folders[name]
-        row = run_scene(scene, tree, folder, args, overrides) | measured_by(args)
+        row = run_scene(scene, tree, folder, args, overrides) | made_by
         rows.append(row)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "row.json").write_text(json.dumps(row, indent=1) + "\n")

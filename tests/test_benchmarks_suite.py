@@ -242,3 +242,28 @@ def test_a_row_recorded_later_names_the_code_and_machine_that_trained_it(tmp_pat
     assert suite.measured_by(args) == {"version": "0.1.0 (head000)", "machine": "This CPU (AVX-512, 2 cores)"}
     (tmp_path / "pointrix_lite").mkdir()
     assert suite.measured_by(argparse.Namespace(against=str(tmp_path)))["version"] == str(tmp_path.resolve())
+
+
+def test_a_row_names_the_code_it_was_launched_with(tmp_path: Path, monkeypatch) -> None:
+    """A ceiling trains for most of an hour: a commit made meanwhile is not the code that trained it."""
+    import json
+
+    from benchmarks import results, workers
+
+    head = {"rev": "0.1.0 (launch0)"}
+    monkeypatch.setattr(results, "version", lambda: head["rev"])
+    monkeypatch.setattr(results, "machine", lambda: "This CPU (AVX-512, 2 cores)")
+    monkeypatch.setattr(suite, "prepare", lambda name, args: suite.Scene(name, tmp_path, ["a.jpg"], None))
+    monkeypatch.setattr(workers, "prebuild", lambda tree: None)
+    scores = {"psnr": 20.0, "ssim": 0.8, "lpips": None}
+
+    def train(scene, tree, folder, args, overrides) -> dict:
+        head["rev"] = "0.1.0 (later00)"  # committed while the scene trains
+        return {"scene": scene.name, "unaligned": scores, "aligned": scores, "train_seconds": 1.0}
+
+    monkeypatch.setattr(suite, "run_scene", train)
+    out = tmp_path / "out"
+    assert suite.main(["--data", str(tmp_path), "--out", str(out), "--scenes", "sceaux,monstree"]) == 0
+    for scene in ("sceaux", "monstree"):
+        row = json.loads((out / "work" / scene / "default" / "row.json").read_text())
+        assert (row["version"], row["machine"]) == ("0.1.0 (launch0)", "This CPU (AVX-512, 2 cores)")
