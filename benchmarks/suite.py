@@ -313,18 +313,21 @@ def run_scene(scene: Scene, tree: Path, work: Path, args, overrides: list[str]) 
     return row
 
 
+def against_commit(args) -> str | None:
+    """``--against REV``'s short commit; None for the checkout or an ``--against`` folder."""
+    from benchmarks import revision
+
+    if args.against is None or (Path(args.against) / "pointrix_lite").is_dir():
+        return None
+    return revision.resolve(args.against)[:7]
+
+
 def measured_by(args) -> dict[str, str]:
     """The code and machine a row is trained with, kept in its row.json: a row recorded later
     (``--rows-only``, after more commits or on another machine) names what measured it, not what records it."""
-    from benchmarks import revision
     from benchmarks.results import machine, version
 
-    if args.against is None:
-        code = version()
-    elif (Path(args.against) / "pointrix_lite").is_dir():
-        code = str(Path(args.against).resolve())
-    else:
-        code = revision.resolve(args.against)[:7]
+    code = version() if args.against is None else against_commit(args) or str(Path(args.against).resolve())
     return {"version": code, "machine": machine()}
 
 
@@ -569,14 +572,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def record(rows: list[dict], label: str, args, argv: list[str] | None) -> None:
-    from benchmarks import revision
     from benchmarks.results import record as store
     from benchmarks.results import version
 
     table = results_table(args.ceiling)
-    at = None
-    if args.against and not (Path(args.against) / "pointrix_lite").is_dir():
-        at = f"{revision.resolve(args.against)[:7]}"
+    at = against_commit(args)
     dropped = ("--record", "--rows-only")  # the command that measured the rows
     # the thread count changes the float summation order, so the scores: a row says where it was set
     threads = [f"{k}={os.environ[k]}" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if k in os.environ]
