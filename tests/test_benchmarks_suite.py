@@ -205,11 +205,13 @@ def test_the_ceiling_table_puts_the_default_run_beside_it(tmp_path: Path) -> Non
     rows = suite.with_default_scores([row("sceaux", 19.5), row("monstree", 21.0)], folders)
     cells = suite.cells(rows[0])
     assert (cells["PSNR default run"], cells["ceiling - default dB"]) == ("18.25", "+1.25")
+    assert cells["default / ceiling"] == "94 %"  # 18.25 / 19.5
     assert cells["default run version"] == "0.1.0 (abc1234)"
-    assert suite.cells(rows[1])["ceiling - default dB"] == suite.cells(rows[1])["default run version"] == ""
+    empty = {suite.cells(rows[1])[k] for k in ("ceiling - default dB", "default / ceiling", "default run version")}
+    assert empty == {""}
     table = suite.markdown(rows, (*suite.COLUMNS, *suite.CEILING_COLUMNS)).splitlines()
-    assert table[0].endswith("| PSNR default run | ceiling - default dB | default run version |")
-    assert table[-1].startswith("| mean of 2 |") and table[-1].endswith("|  |  |  |")
+    assert table[0].endswith("| PSNR default run | ceiling - default dB | default / ceiling | default run version |")
+    assert table[-1].startswith("| mean of 2 |") and table[-1].endswith("|  |  |  |  |")
     assert "PSNR default run" not in suite.markdown(rows)  # the default table keeps its columns
 
 
