@@ -427,6 +427,7 @@ def mean_row(rows: list[dict]) -> dict:
         "aligned": {m: mean([r["aligned"][m] for r in rows]) for m in ("psnr", "ssim", "lpips")},
         "train_seconds": mean([r["train_seconds"] for r in rows]),
         "default_psnr": mean([r.get("default_psnr") for r in rows]),
+        "default_version": shared([r.get("default_version") for r in rows]),
         "version": shared([r.get("version") for r in rows]),
         "machine": shared([r.get("machine") for r in rows]),
     }

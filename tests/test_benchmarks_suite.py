@@ -213,6 +213,8 @@ def test_the_ceiling_table_puts_the_default_run_beside_it(tmp_path: Path) -> Non
     assert table[0].endswith("| PSNR default run | ceiling - default dB | default / ceiling | default run version |")
     assert table[-1].startswith("| mean of 2 |") and table[-1].endswith("|  |  |  |  |")
     assert "PSNR default run" not in suite.markdown(rows)  # the default table keeps its columns
+    both = suite.with_default_scores([row("sceaux", 19.5), row("sceaux", 20.5)], folders)
+    assert suite.markdown(both, suite.CEILING_COLUMNS).splitlines()[-1] == "| 18.25 | +1.75 | 91 % | 0.1.0 (abc1234) |"
 
 
 def test_a_row_recorded_later_names_the_code_and_machine_that_trained_it(tmp_path: Path, monkeypatch) -> None:
