@@ -48,6 +48,7 @@ rows recorded later with ``--rows-only`` still say what measured them.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import math
@@ -493,7 +494,8 @@ def results_table(ceiling: bool) -> Table:
 # ------------------------------------------------------------------------------------------------- main
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments() -> argparse.ArgumentParser:
+    """The suite's options (also how :mod:`benchmarks.suite_judge` finds the rows a run with them kept)."""
     p = parser(__name__, __doc__)
     p.add_argument("--data", type=Path, required=True, help="folder holding (or receiving, --fetch) the captures")
     p.add_argument("--fetch", action="store_true", help="git clone the captures missing from --data")
@@ -522,7 +524,17 @@ def main(argv: list[str] | None = None) -> int:
         help="train nothing: print (and --record) the rows an earlier run with the same options kept",
     )
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for every training run")
-    args = p.parse_args(argv)
+    return p
+
+
+def work_folder(args: argparse.Namespace, tree: Path) -> Path:
+    """Where the runs with ``args``' options are kept: ``--out``/work for the checkout, ``--out``/TREE for
+    an ``--against`` tree; a scene's run is its ``SCENE/run_tag(...)`` folder."""
+    return args.out / (tree.name if args.against else "work")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments().parse_args(argv)
     chosen = [s for s in args.scenes.split(",") if s]
     unknown = [s for s in chosen if s not in CAPTURES and s not in datasets.SCENES]
     if unknown or not chosen:
@@ -534,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"error: --max-side must be >= 64, got {args.max_side}")
     label, tree = code_tree(args.against) or ("shipped", REPO)
     overrides = [*QUIET, *(ceiling_overrides(tree / CONFIG) if args.ceiling else []), *args.overrides]
-    work = args.out / (tree.name if args.against else "work")
+    work = work_folder(args, tree)
     print(f"CPU: {cpu_name()}; code: {label}; load {load_average()}; overrides: {' '.join(overrides)}", flush=True)
     folders = {name: work / name / run_tag(args, args.ceiling) for name in chosen}
     columns = (*COLUMNS, *CEILING_COLUMNS) if args.ceiling else COLUMNS
