@@ -32,12 +32,17 @@ def resolve(rev: str) -> str:
     return out.stdout.strip()
 
 
+def worktree_path(rev: str) -> Path:
+    """Where :func:`tree_for` checks ``rev`` out (nothing is checked out here)."""
+    return WORKTREES / resolve(rev)[:12]
+
+
 def tree_for(rev: str | None) -> Path:
     """The code tree for ``rev``: this checkout when ``rev`` is None, else a cached detached worktree."""
     if rev is None:
         return REPO
+    path = worktree_path(rev)
     sha = resolve(rev)
-    path = WORKTREES / sha[:12]
     if not (path / "pointrix_lite").is_dir():
         WORKTREES.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "-C", str(REPO), "worktree", "prune"], check=False, capture_output=True)

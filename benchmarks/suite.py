@@ -42,8 +42,9 @@ LPIPS needs its AlexNet weights (fetched once where online, ``metrics.lpips``): 
 empty. ``--ceiling`` trains each scene 10x as long with twice the Gaussian budget (the densification
 schedule stretched with it), so a default run reads as a fraction of what the scene allows: its table
 puts beside each ceiling the PSNR of the default run kept with the same options, the gap in dB, the share
-of the ceiling's PSNR the default run reaches and the code that trained that run. A row names the code and machine that trained it (kept in its ``row.json``), so
-rows recorded later with ``--rows-only`` still say what measured them.
+of the ceiling's PSNR the default run reaches and the code that trained that run. A row names the code and
+machine that trained it (kept in its ``row.json``), so rows recorded later with ``--rows-only`` still say
+what measured them. ``python -m benchmarks suite_judge`` reads two recipes' kept runs side by side.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ CONFIG = Path("configs") / "colmap_cpu.yaml"
 # What does not change the trained model but costs time: mid-run validation, checkpoints, TensorBoard.
 QUIET = ["trainer.val_interval=0", "save_ckpt_after_iter=100000000", "writers=[]"]
 CLONE_TIMEOUT_S = 1800
+MEAN_KEY = "~"  # stored rows are sorted by key: a mean row's key sorts after its scenes', so it is printed last
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,11 +285,10 @@ def run_scene(scene: Scene, tree: Path, work: Path, args, overrides: list[str]) 
     from pointrix_lite.process.compare import compare_cameras
 
     # --shared-sfm: every tree trains on the checkout's SfM, so two recipes differ in training alone
-    process_tree, scene_dir = (REPO, args.out / "work" / scene.name) if args.shared_sfm else (tree, work.parent)
-    sfm_folder = scene_dir / "_".join(["sfm", *shlex.split(args.process_args)]).replace("/", "_")
-    sfm = process(scene, process_tree, sfm_folder, args)
+    sfm_dir = sfm_folder(args, tree, scene.name)
+    sfm = process(scene, REPO if args.shared_sfm else tree, sfm_dir, args)
     config = tree / CONFIG
-    run = workers.train_script(tree, config, [f"dataset.data_path={sfm_folder}", *overrides], work / "run_sfm")
+    run = workers.train_script(tree, config, [f"dataset.data_path={sfm_dir}", *overrides], work / "run_sfm")
     row: dict = {
         "scene": scene.name,
         "photos": len(scene.names),
@@ -482,8 +483,8 @@ def results_table(ceiling: bool) -> Table:
             "Real-capture suite: each scene's ceiling",
             "The suite's scenes trained 10x as long with twice the Gaussian budget (`--ceiling`): what the "
             "default run is a fraction of. Beside each, the default run's PSNR on the same SfM output and its "
-            "options, how far the ceiling lies above it, the default run's PSNR as a share of the ceiling's, and "
-            "the code that trained that default run (empty for a run kept before rows named it). A negative gap: more steps fit the training views closer and the "
+            "options, how far the ceiling lies above it, the default run's PSNR as a share of the ceiling's, "
+            "and the code that trained that default run (empty for a run kept before rows named it). A negative gap: more steps fit the training views closer and the "
             "held-out ones less, a scene limited by its views rather than by the default run's time.",
             ("recipe", *COLUMNS, *CEILING_COLUMNS),
             order=36,
@@ -533,15 +534,28 @@ def work_folder(args: argparse.Namespace, tree: Path) -> Path:
     return args.out / (tree.name if args.against else "work")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = arguments().parse_args(argv)
-    chosen = [s for s in args.scenes.split(",") if s]
+def sfm_folder(args: argparse.Namespace, tree: Path, scene: str) -> Path:
+    """Where ``process.py``'s output for ``scene`` is kept for a run with ``args``' options: in the scene's
+    folder of its tree's runs (of the checkout's with ``--shared-sfm``), one per set of process.py arguments."""
+    root = args.out / "work" if args.shared_sfm else work_folder(args, tree)
+    return root / scene / "_".join(["sfm", *shlex.split(args.process_args)]).replace("/", "_")
+
+
+def scene_names(text: str) -> list[str]:
+    """``--scenes``' comma-separated names, each a capture or a generated scene; a one-line error otherwise."""
+    chosen = [s for s in text.split(",") if s]
     unknown = [s for s in chosen if s not in CAPTURES and s not in datasets.SCENES]
     if unknown or not chosen:
         raise SystemExit(
             f"error: --scenes: unknown {', '.join(unknown) or '(none given)'}; "
             f"choose from {', '.join([*CAPTURES, *datasets.SCENES])}"
         )
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments().parse_args(argv)
+    chosen = scene_names(args.scenes)
     if args.max_side < 64:
         raise SystemExit(f"error: --max-side must be >= 64, got {args.max_side}")
     label, tree = code_tree(args.against) or ("shipped", REPO)
@@ -607,7 +621,8 @@ def record(rows: list[dict], label: str, args, argv: list[str] | None) -> None:
     ]
     extra = " ".join([args.process_args, *(["shared SfM"] if args.shared_sfm else []), *args.overrides]).strip()
     for row in [*rows, mean_row(rows)] if len(rows) > 1 else rows:
-        key = f"{at or 'work'} {extra} {row['scene']}".replace("  ", " ")
+        last = MEAN_KEY if row["scene"].startswith("mean of") else ""
+        key = f"{at or 'work'} {extra} {last}{row['scene']}".replace("  ", " ")
         # a row kept before rows named their code and machine: this checkout's and this machine's, as before
         code = row.get("version") or at
         recipe = label if args.against else f"shipped ({code or version()})"

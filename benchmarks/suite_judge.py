@@ -8,10 +8,13 @@ A change to a shipped config or a default ships only when the suite's mean PSNR 
 loses more than 0.2 dB, a scene's difference under 0.3 dB counting only over at least two seeds (one
 seed's draw moves a scene by tenths of a dB, some scenes by dB). This trains nothing: each side is the
 options a ``python -m benchmarks suite --out DIR`` run was given (``--against``, ``--shared-sfm``,
-``--process-args``, overrides; ``''`` is the checkout as shipped), and seed N > 0 is that run with
-``seed=N`` first among its overrides, as ``python -m benchmarks suite --out DIR [OPTIONS] seed=N``
-keeps it. Both sides are read for the same seeds, so each seed's difference pairs two runs that
-differ in the change alone (on one SfM output: give ``--shared-sfm`` to an ``--against`` side).
+``--process-args``, overrides; ``''`` is the checkout as shipped; a value that starts with ``--`` and
+holds no space is written ``--change=--shared-sfm``), and seed N > 0 is that run with ``seed=N`` before
+its other overrides (``python -m benchmarks suite --out DIR --against REV seed=1 model.x=1``), where the
+suite keeps it. Both sides are read for the same seeds, so each seed's difference pairs two runs that
+differ in the change alone where both train on one SfM output (an ``--against`` side needs
+``--shared-sfm`` for that); where they do not, the table says so, since the SfM draw alone moves a scene
+by tenths of a dB.
 
 Printed per scene: each side's unaligned test PSNR per seed and their mean, the difference per seed
 and of the means, and the scene's verdict; then the mean over the scenes and the change's verdict.
@@ -27,42 +30,66 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from benchmarks import suite
-from benchmarks._common import REPO, code_tree, parser
+from benchmarks._common import REPO, parser
 
-RECORDS_ITSELF = True
+if TYPE_CHECKING:
+    from benchmarks.results import Table
+
+RECORDS_ITSELF = True  # its rows are the per-scene table, not the closing lines
 WORST_SCENE_DB = 0.2  # no scene may lose more than this
 SEEDED_BELOW_DB = 0.3  # a difference smaller than this counts only over two seeds or more
 COLUMNS = ("change", "scene", "base PSNR", "base mean", "changed PSNR", "changed mean", "per seed", "dB", "verdict")
+OWN_SFM = " (each on its own SfM output)"
 
 
 @dataclass(frozen=True)
 class Side:
-    """One side of the comparison: its suite options, and where its runs are kept."""
+    """One side of the comparison: its suite options (as given and parsed), and where its runs are kept."""
 
+    flag: str
     options: str
     args: argparse.Namespace
     work: Path
+    tree: Path
 
     @property
     def label(self) -> str:
         return self.options or "shipped"
 
+    def seeded(self, seed: int) -> argparse.Namespace:
+        """The options of this side's run with ``seed``: ``seed=N`` first among the overrides."""
+        seeded = [*([f"seed={seed}"] if seed else []), *self.args.overrides]
+        return argparse.Namespace(**vars(self.args) | {"overrides": seeded})
+
     def folder(self, scene: str, seed: int) -> Path:
-        args = argparse.Namespace(**vars(self.args))
-        args.overrides = [*([f"seed={seed}"] if seed else []), *self.args.overrides]
-        return self.work / scene / suite.run_tag(args, ceiling=False)
+        return self.work / scene / suite.run_tag(self.seeded(seed), ceiling=False)
+
+    def sfm(self, scene: str) -> Path:
+        return suite.sfm_folder(self.args, self.tree, scene)
+
+    def command(self, scene: str, seed: int) -> str:
+        """The suite command that keeps this side's run of ``scene`` with ``seed``."""
+        overrides = self.seeded(seed).overrides
+        flags = [t for t in shlex.split(self.options) if t not in self.args.overrides]
+        suite_args = ["--data", "DIR", "--out", str(self.args.out), "--scenes", scene, *flags, *overrides]
+        return shlex.join(["python", "-m", "benchmarks", "suite", *suite_args])
 
     def row(self, scene: str, seed: int) -> dict:
+        """The kept row of ``scene`` with ``seed``; a one-line error naming it (and how to make it) otherwise."""
         kept = self.folder(scene, seed) / "row.json"
         if not kept.is_file():
-            seeded = f" seed={seed}" if seed else ""
-            raise SystemExit(
-                f"error: no kept row {kept}: run python -m benchmarks suite --data DIR --out "
-                f"{self.args.out} --scenes {scene} {self.options}{seeded} first".replace("  ", " ")
-            )
-        return json.loads(kept.read_text())
+            raise SystemExit(f"error: no kept row {kept}: run {self.command(scene, seed)} first")
+        try:
+            row = json.loads(kept.read_text())
+            psnr = row["unaligned"]["psnr"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SystemExit(f"error: {kept}: not a suite row ({exc})") from None
+        if not isinstance(psnr, (int, float)):
+            raise SystemExit(f"error: {kept}: no test PSNR (the run left no scores); run {self.command(scene, seed)}")
+        return row
 
     def version(self, row: dict) -> str:
         """The code that trained ``row``: kept in it, else (a row kept before rows named it) an
@@ -70,35 +97,57 @@ class Side:
         return row.get("version") or suite.against_commit(self.args) or "unknown"
 
 
-def side(options: str, out: Path) -> Side:
-    """The :class:`Side` of ``options`` (a ``suite`` command's options) under ``out``."""
+def _refusing(p: argparse.ArgumentParser, flag: str) -> argparse.ArgumentParser:
+    """``p`` (the suite's parser) made to raise one line naming the judge's ``flag`` instead of printing
+    usage or help: the options are the judge's input, not the user's command line."""
+
+    def refuse(message: str) -> NoReturn:
+        raise SystemExit(f"error: {flag}: {message} (the options of python -m benchmarks suite)")
+
+    p.error = refuse  # type: ignore[method-assign]
+    p.print_help = lambda file=None: refuse("suite options only, not --help")  # type: ignore[method-assign]
+    return p
+
+
+def side(flag: str, options: str, out: Path) -> Side:
+    """The :class:`Side` of ``options`` (a ``suite`` command's options, given as ``flag``) under ``out``."""
+    p = _refusing(suite.arguments(), flag)
     try:
-        args = suite.arguments().parse_args(["--data", str(out), "--out", str(out), *shlex.split(options)])
-    except SystemExit:
-        raise SystemExit(
-            f"error: {options!r} is not a set of suite options (python -m benchmarks suite --help)"
-        ) from None
+        args = p.parse_args(["--data", str(out), "--out", str(out), *shlex.split(options)])
+    except ValueError as exc:  # shlex: an unclosed quote
+        raise SystemExit(f"error: {flag}: {options!r}: {exc}") from None
     if args.ceiling:
-        raise SystemExit(f"error: {options!r}: a ceiling is not a recipe; judge the default runs")
-    _, tree = code_tree(args.against) or ("shipped", REPO)
-    return Side(options, args, suite.work_folder(args, tree))
+        raise SystemExit(f"error: {flag}: {options!r}: a ceiling is not a recipe; judge the default runs")
+    if any(o.startswith("seed=") for o in args.overrides):
+        raise SystemExit(f"error: {flag}: {options!r}: seeds are --seeds, not an override")
+    return Side(flag, options, args, suite.work_folder(args, tree_path(args.against)), tree_path(args.against))
+
+
+def tree_path(against: str | None) -> Path:
+    """The code tree ``--against`` names, without checking anything out: only its folder name is read."""
+    from benchmarks import revision
+
+    if against is None:
+        return REPO
+    path = Path(against)
+    return path.resolve() if (path / "pointrix_lite").is_dir() else revision.worktree_path(against)
 
 
 def judge_scene(base: list[float], changed: list[float]) -> tuple[float, str]:
     """The difference of the seeds' means (changed - base) and the scene's verdict under the rule."""
     diff = sum(changed) / len(changed) - sum(base) / len(base)
-    if diff < -WORST_SCENE_DB:
-        return diff, f"worse by over {WORST_SCENE_DB} dB"
     if abs(diff) < SEEDED_BELOW_DB and min(len(base), len(changed)) < 2:
         return diff, "needs a second seed"
+    if diff < -WORST_SCENE_DB:
+        return diff, f"worse by over {WORST_SCENE_DB} dB"
     return diff, "holds"
 
 
 def verdict(scene_verdicts: list[str], mean_diff: float) -> str:
-    """The change's verdict: it ships when the mean improves and every scene holds."""
-    failing = sorted({v for v in scene_verdicts if v != "holds"})
-    if mean_diff <= 0:
-        failing.insert(0, "the mean does not improve")
+    """The change's verdict: it ships when the mean improves and every scene holds; else the reasons, the
+    gravest first."""
+    failing = [] if mean_diff > 0 else ["the mean does not improve"]
+    failing += [v for v in (f"worse by over {WORST_SCENE_DB} dB", "needs a second seed") if v in scene_verdicts]
     return "ships" if not failing else "does not ship: " + "; ".join(failing)
 
 
@@ -107,24 +156,24 @@ def _psnrs(values: list[float]) -> str:
 
 
 def compare(base: Side, changed: Side, scenes: list[str], seeds: list[int]) -> tuple[list[dict], dict]:
-    """Per scene the cells of :data:`COLUMNS` (and each side's rows), then the mean row's."""
+    """Per scene the cells of :data:`COLUMNS` with each side's rows and means, then the mean row's cells."""
     rows = []
     for scene in scenes:
         b = [base.row(scene, s) for s in seeds]
         c = [changed.row(scene, s) for s in seeds]
         bp, cp = [r["unaligned"]["psnr"] for r in b], [r["unaligned"]["psnr"] for r in c]
         diff, say = judge_scene(bp, cp)
+        means = (sum(bp) / len(bp), sum(cp) / len(cp))
         cells = {
             "scene": scene,
             "base PSNR": _psnrs(bp),
-            "base mean": f"{sum(bp) / len(bp):.2f}",
+            "base mean": f"{means[0]:.2f}",
             "changed PSNR": _psnrs(cp),
-            "changed mean": f"{sum(cp) / len(cp):.2f}",
+            "changed mean": f"{means[1]:.2f}",
             "per seed": " / ".join(f"{y - x:+.2f}" for x, y in zip(bp, cp)),
             "dB": f"{diff:+.2f}",
             "verdict": say,
         }
-        means = (sum(bp) / len(bp), sum(cp) / len(cp))
         rows.append({"cells": cells, "base": b, "changed": c, "means": means})
     n = len(rows)
     mb, mc = (sum(r["means"][i] for r in rows) / n for i in (0, 1))
@@ -139,6 +188,7 @@ def compare(base: Side, changed: Side, scenes: list[str], seeds: list[int]) -> t
 
 
 def markdown(rows: list[dict], mean: dict) -> str:
+    """The printed table: one line per scene, then the mean's."""
     columns = COLUMNS[1:]
     lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     for cells in [*(r["cells"] for r in rows), mean]:
@@ -146,36 +196,39 @@ def markdown(rows: list[dict], mean: dict) -> str:
     return "\n".join(lines)
 
 
-def results_table():
+def results_table() -> Table:
     from benchmarks.results import Table
 
     return Table(
         "capture_suite_judged",
         "Real-capture suite: recipe changes judged",
         "Each recipe change against what it would replace, from the suite's kept runs (`python -m benchmarks "
-        "suite_judge --help`): unaligned test PSNR per seed on each side (the same seeds, the same SfM output), "
-        f"the means, the difference per seed and of the means. A change ships when the mean improves and no "
-        f"scene loses more than {WORST_SCENE_DB} dB; a scene's difference under {SEEDED_BELOW_DB} dB counts only "
-        "over two seeds or more. `version` is the code of the changed side's runs, `base version` the other's.",
+        "suite_judge --help`): unaligned test PSNR per seed on each side (the same seeds; one SfM output unless "
+        f"the change says{OWN_SFM}), the means, the difference per seed and of the means. A change ships when "
+        f"the mean improves and no scene loses more than {WORST_SCENE_DB} dB; a scene's difference under "
+        f"{SEEDED_BELOW_DB} dB counts only over two seeds or more. `version` is the code of the changed side's "
+        "runs, `base version` the other's.",
         (*COLUMNS, "base version"),
         order=37,
     )
 
 
-def record(base: Side, changed: Side, rows: list[dict], mean: dict, argv: list[str]) -> None:
+def record(change: str, base: Side, changed: Side, rows: list[dict], mean: dict, argv: list[str]) -> None:
+    """Store each scene's cells and the mean's as rows of :func:`results_table`, keyed by the change."""
     from benchmarks.results import record as store
 
-    def shared(side: Side, kept: list[dict]) -> str:
+    def versions(side: Side, kept: list[dict]) -> str:
         return ", ".join(dict.fromkeys(side.version(r) for r in kept))
 
-    change = f"{base.label} -> {changed.label}"
     command = ["python", "-m", "benchmarks", "suite_judge", *(a for a in argv if a != "--record")]
-    every = [(r["cells"], r["base"], r["changed"]) for r in rows]
-    every.append((mean, [k for r in rows for k in r["base"]], [k for r in rows for k in r["changed"]]))
-    for cells, b, c in every:
+    every = [(r["cells"], r["base"], r["changed"], "") for r in rows]
+    kept_b, kept_c = [k for r in rows for k in r["base"]], [k for r in rows for k in r["changed"]]
+    every.append((mean, kept_b, kept_c, suite.MEAN_KEY))
+    for cells, b, c, last in every:
         machines = ", ".join(dict.fromkeys(str(r.get("machine") or "unknown") for r in b + c))
-        shown = {"change": change, **cells, "base version": shared(base, b)}
-        path = store(results_table(), f"{change} {cells['scene']}", shown, command, on=machines, at=shared(changed, c))
+        shown = {"change": change, **cells, "base version": versions(base, b)}
+        key = f"{change} {last}{cells['scene']}"
+        path = store(results_table(), key, shown, command, on=machines, at=versions(changed, c))
     print(f"recorded in {path}; python -m benchmarks results rewrites docs/results.md")
 
 
@@ -193,16 +246,18 @@ def main(argv: list[str] | None = None) -> int:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
         raise SystemExit(f"error: --seeds: comma-separated integers, got {args.seeds!r}") from None
-    scenes = [s for s in args.scenes.split(",") if s]
-    if not seeds or not scenes:
-        raise SystemExit("error: --seeds and --scenes each need at least one value")
-    if args.base == args.change:
-        raise SystemExit(f"error: --base and --change are the same options ({args.base!r})")
-    base, changed = side(args.base, args.out), side(args.change, args.out)
+    if not seeds or len(set(seeds)) < len(seeds) or min(seeds) < 0:
+        raise SystemExit(f"error: --seeds: distinct seeds >= 0, at least one, got {args.seeds!r}")
+    scenes = suite.scene_names(args.scenes)
+    base, changed = side("--base", args.base, args.out), side("--change", args.change, args.out)
+    if base.folder(scenes[0], seeds[0]) == changed.folder(scenes[0], seeds[0]):
+        raise SystemExit(f"error: --base {args.base!r} and --change {args.change!r} name the same runs")
+    own_sfm = any(base.sfm(s) != changed.sfm(s) for s in scenes)
+    change = f"{base.label} -> {changed.label}" + (OWN_SFM if own_sfm else "")
     rows, mean = compare(base, changed, scenes, seeds)
-    print(f"{base.label} -> {changed.label}, seeds {args.seeds}:\n" + markdown(rows, mean))
+    print(f"{change}, seeds {', '.join(map(str, seeds))}:\n" + markdown(rows, mean))
     if args.record:
-        record(base, changed, rows, mean, argv)
+        record(change, base, changed, rows, mean, argv)
     return 0
 
 

@@ -176,7 +176,9 @@ def test_shared_sfm_trains_another_tree_on_the_checkouts_process_output(tmp_path
     report = {"mean": {"psnr": 20.0}, "train_seconds": 1.0}
     monkeypatch.setattr(workers, "train_script", lambda tree, config, overrides, out: calls.append(overrides) or report)
     other = tmp_path / "other_tree"
-    args = argparse.Namespace(out=tmp_path / "out", process_args="", shared_sfm=shared, skip_true=True)
+    args = argparse.Namespace(
+        out=tmp_path / "out", against=str(other), process_args="", shared_sfm=shared, skip_true=True
+    )
     scene = suite.Scene("sceaux", tmp_path / "photos", ["a.jpg"], None)
     row = suite.run_scene(scene, other, tmp_path / "out" / other.name / "sceaux" / "default", args, ["seed=1"])
     sfm = tmp_path / "out" / ("work" if shared else other.name) / "sceaux" / "sfm"
@@ -226,7 +228,8 @@ def test_a_row_recorded_later_names_the_code_and_machine_that_trained_it(tmp_pat
     from benchmarks import results
 
     stored: list = []
-    monkeypatch.setattr(results, "record", lambda *a, **kw: stored.append((a[2], kw)) or a[1])
+    keys: list = []
+    monkeypatch.setattr(results, "record", lambda *a, **kw: stored.append((a[2], kw)) or keys.append(a[1]) or a[1])
     monkeypatch.setattr(results, "version", lambda: "0.1.0 (head000)")
     scores = {"psnr": 20.0, "ssim": 0.8, "lpips": None}
     row = {"scene": "sceaux", "photos": 11, "registered": 9, "test_views": 2, "unaligned": scores, "aligned": scores}
@@ -239,6 +242,7 @@ def test_a_row_recorded_later_names_the_code_and_machine_that_trained_it(tmp_pat
     assert kw1 == {"at": "0.1.0 (old0000)", "on": "Some CPU (AVX2, 2 cores)"}
     assert cells1["recipe"] == "shipped (0.1.0 (old0000))"
     assert kw_mean == {"at": None, "on": None}  # one row without a version: the mean's is not known either
+    assert keys == ["work sceaux", "work monstree", "work ~mean of 2"]  # stored sorted: the mean's last
     stored.clear()
     suite.record([old, old | {"version": "0.1.0 (new1111)"}], "shipped", args, ["--data", "D"])
     assert stored[-1][1] == {"at": "0.1.0 (old0000), 0.1.0 (new1111)", "on": "Some CPU (AVX2, 2 cores)"}
