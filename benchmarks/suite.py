@@ -384,7 +384,7 @@ COLUMNS = (
     "PSNR true cameras",
 )
 # --ceiling: the default run's score beside the ceiling's (from its kept row), how far below it falls and
-# the fraction of the ceiling it reaches (the reading: above 100 % where the long run scores lower)
+# the share of the ceiling's PSNR it reaches (above 100 % where the long run scores lower)
 CEILING_COLUMNS = ("PSNR default run", "ceiling - default dB", "default / ceiling", "default run version")
 
 
@@ -484,8 +484,9 @@ def results_table(ceiling: bool) -> Table:
             "The suite's scenes trained 10x as long with twice the Gaussian budget (`--ceiling`): what the "
             "default run is a fraction of. Beside each, the default run's PSNR on the same SfM output and its "
             "options, how far the ceiling lies above it, the default run's PSNR as a share of the ceiling's, "
-            "and the code that trained that default run (empty for a run kept before rows named it). A negative gap: more steps fit the training views closer and the "
-            "held-out ones less, a scene limited by its views rather than by the default run's time.",
+            "and the code that trained that default run (empty for a run kept before rows named it). A negative "
+            "gap: more steps fit the training views closer and the held-out ones less, a scene limited by its "
+            "views rather than by the default run's time.",
             ("recipe", *COLUMNS, *CEILING_COLUMNS),
             order=36,
         )
