@@ -217,15 +217,15 @@ def record(change: str, base: Side, changed: Side, rows: list[dict], mean: dict,
     """Store each scene's cells and the mean's as rows of :func:`results_table`, keyed by the change."""
     from benchmarks.results import record as store
 
-    def versions(side: Side, kept: list[dict]) -> str:
-        return ", ".join(dict.fromkeys(side.version(r) for r in kept))
+    def versions(side: Side, kept: list[dict]) -> str | None:
+        return suite.shared([side.version(r) for r in kept])
 
     command = ["python", "-m", "benchmarks", "suite_judge", *(a for a in argv if a != "--record")]
     every = [(r["cells"], r["base"], r["changed"], "") for r in rows]
     kept_b, kept_c = [k for r in rows for k in r["base"]], [k for r in rows for k in r["changed"]]
     every.append((mean, kept_b, kept_c, suite.MEAN_KEY))
     for cells, b, c, last in every:
-        machines = ", ".join(dict.fromkeys(str(r.get("machine") or "unknown") for r in b + c))
+        machines = suite.shared([r.get("machine") or "unknown" for r in b + c])
         shown = {"change": change, **cells, "base version": versions(base, b)}
         key = f"{change} {last}{cells['scene']}"
         path = store(results_table(), key, shown, command, on=machines, at=versions(changed, c))
